@@ -1,0 +1,1 @@
+//! doris-lite: a single-process emulator of the Apache Doris surfaces that clients use.
