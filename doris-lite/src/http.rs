@@ -1,0 +1,780 @@
+//! The FE and BE HTTP listeners: Stream Load (§1), 2PC (§2) and the v2 REST endpoints (§3).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use base64::Engine as _;
+use futures::StreamExt;
+use serde_json::{Map, Value as Json, json};
+
+use crate::engine::{Engine, EngineError};
+use crate::load::{GroupCommit, LoadOptions, build_write, parse_options};
+use crate::sql::{ColKind, Executor, Outcome, ServerInfo, Session};
+use crate::storage::{KeysType, Tso};
+
+/// Shared state of both HTTP listeners.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    /// The engine.
+    pub engine: Arc<Engine>,
+    /// SQL executor (query API).
+    pub exec: Executor,
+    /// user → password.
+    pub users: Arc<HashMap<String, String>>,
+    /// Listener info.
+    pub info: Arc<ServerInfo>,
+    /// This listener is the FE (redirects loads) rather than the BE.
+    pub is_fe: bool,
+}
+
+fn pretty(v: &Json) -> String {
+    let mut buf = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+    if serde::Serialize::serialize(v, &mut ser).is_err() {
+        return "{}\n".into();
+    }
+    let mut s = String::from_utf8(buf).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn json_response(body: String) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// The v2 envelope `{"msg","code","data","count"}`.
+fn envelope(code: i64, msg: &str, data: Json) -> Response {
+    let mut m = Map::new();
+    m.insert("msg".into(), json!(msg));
+    m.insert("code".into(), json!(code));
+    m.insert("data".into(), data);
+    m.insert("count".into(), json!(0));
+    json_response(Json::Object(m).to_string())
+}
+
+fn ok_envelope(data: Json) -> Response {
+    envelope(0, "success", data)
+}
+
+fn rest_base(status: &str, msg: &str) -> Response {
+    let mut m = Map::new();
+    m.insert("status".into(), json!(status));
+    m.insert("msg".into(), json!(msg));
+    json_response(Json::Object(m).to_string())
+}
+
+/// Basic-auth outcome.
+enum Auth {
+    Ok { user: String, password: String },
+    Missing,
+    Denied(String),
+}
+
+fn check_auth(headers: &HeaderMap, users: &HashMap<String, String>) -> Auth {
+    let Some(h) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Auth::Missing;
+    };
+    let Some(b64) = h
+        .strip_prefix("Basic ")
+        .or_else(|| h.strip_prefix("basic "))
+    else {
+        return Auth::Missing;
+    };
+    let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(b64.trim()) else {
+        return Auth::Missing;
+    };
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (user, password) = raw.split_once(':').unwrap_or((raw.as_str(), ""));
+    // Redirected credentials may carry the cluster: `root@default_cluster`.
+    let user = user.split('@').next().unwrap_or(user).to_string();
+    match users.get(&user) {
+        Some(p) if p == password => Auth::Ok {
+            user,
+            password: password.to_string(),
+        },
+        _ => Auth::Denied(format!(
+            "Access denied for user '{user}@127.0.0.1' (using password: {})",
+            if password.is_empty() { "NO" } else { "YES" }
+        )),
+    }
+}
+
+fn unauthorized(reason: &str) -> Response {
+    envelope(401, "Unauthorized", json!(reason))
+}
+
+macro_rules! require_auth {
+    ($st:expr, $headers:expr) => {
+        match check_auth(&$headers, &$st.users) {
+            Auth::Ok { user, password } => (user, password),
+            Auth::Missing => return unauthorized("Need auth information."),
+            Auth::Denied(m) => return unauthorized(&m),
+        }
+    };
+}
+
+/// Builds the router of one listener.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/api/{db}/{table}/_stream_load", put(stream_load))
+        .route("/api/{db}/_stream_load_2pc", put(stream_load_2pc_db))
+        .route(
+            "/api/{db}/{table}/_stream_load_2pc",
+            put(stream_load_2pc_table),
+        )
+        .route("/api/{db}/get_load_state", get(get_load_state))
+        .route("/api/{db}/{table}/_schema", get(table_schema))
+        .route(
+            "/api/{catalog}/{db}/{table}/_schema",
+            get(table_schema_catalog),
+        )
+        .route("/api/backends", get(backends))
+        .route("/api/health", get(health))
+        .route("/api/bootstrap", get(bootstrap))
+        .route("/api/tso", get(tso))
+        .route("/api/_load_error_log", get(load_error_log))
+        .route("/api/query/{ns}/{db}", post(query_api))
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+fn header_str(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+}
+
+/// Fields of a Stream Load reply (§1.9).
+#[derive(Debug, Default)]
+struct LoadReply {
+    txn_id: i64,
+    label: String,
+    comment: String,
+    two_phase: bool,
+    group_commit: bool,
+    status: &'static str,
+    existing: Option<&'static str>,
+    message: String,
+    total: u64,
+    loaded: u64,
+    filtered: u64,
+    unselected: u64,
+    load_bytes: u64,
+    load_ms: u64,
+    begin_ms: u64,
+    put_ms: u64,
+    read_ms: u64,
+    write_ms: u64,
+    receive_ms: u64,
+    commit_ms: u64,
+    error_url: Option<String>,
+}
+
+impl LoadReply {
+    fn failed(label: String, message: String) -> LoadReply {
+        LoadReply {
+            txn_id: -1,
+            label,
+            status: "Fail",
+            message,
+            ..Default::default()
+        }
+    }
+
+    fn into_response(self) -> Response {
+        let mut m = Map::new();
+        m.insert("TxnId".into(), json!(self.txn_id));
+        m.insert("Label".into(), json!(self.label));
+        m.insert("Comment".into(), json!(self.comment));
+        if self.group_commit {
+            m.insert("GroupCommit".into(), json!(true));
+        } else {
+            m.insert(
+                "TwoPhaseCommit".into(),
+                json!(if self.two_phase { "true" } else { "false" }),
+            );
+        }
+        m.insert("Status".into(), json!(self.status));
+        if let Some(e) = self.existing {
+            m.insert("ExistingJobStatus".into(), json!(e));
+        }
+        m.insert("Message".into(), json!(self.message));
+        m.insert("NumberTotalRows".into(), json!(self.total));
+        m.insert("NumberLoadedRows".into(), json!(self.loaded));
+        m.insert("NumberFilteredRows".into(), json!(self.filtered));
+        m.insert("NumberUnselectedRows".into(), json!(self.unselected));
+        m.insert("LoadBytes".into(), json!(self.load_bytes));
+        m.insert("LoadTimeMs".into(), json!(self.load_ms));
+        if !self.group_commit {
+            m.insert("BeginTxnTimeMs".into(), json!(self.begin_ms));
+        }
+        m.insert("StreamLoadPutTimeMs".into(), json!(self.put_ms));
+        m.insert("ReadDataTimeMs".into(), json!(self.read_ms));
+        m.insert("WriteDataTimeMs".into(), json!(self.write_ms));
+        m.insert("ReceiveDataTimeMs".into(), json!(self.receive_ms));
+        if !self.group_commit {
+            m.insert("CommitAndPublishTimeMs".into(), json!(self.commit_ms));
+        }
+        if let Some(u) = self.error_url {
+            m.insert("ErrorURL".into(), json!(u));
+        }
+        json_response(pretty(&Json::Object(m)))
+    }
+}
+
+fn random_label() -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let a = (n as u64).wrapping_mul(0x9e3779b97f4a7c15);
+    let b = (n >> 32) as u64 ^ a.rotate_left(17);
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        (a >> 32) as u32,
+        (a >> 16) as u16,
+        a as u16,
+        (b >> 48) as u16,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+fn ms_since(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+async fn stream_load(
+    State(st): State<HttpState>,
+    Path((db, table)): Path<(String, String)>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if st.is_fe {
+        let (user, password) = require_auth!(st, headers);
+        if !headers.contains_key(header::EXPECT) {
+            return rest_base("FAILED", "There is no 100-continue header");
+        }
+        if db.is_empty() {
+            return rest_base("FAILED", "No database selected.");
+        }
+        if table.is_empty() {
+            return rest_base("FAILED", "No table selected.");
+        }
+        let location = format!(
+            "http://{user}@default_cluster:{password}@{}:{}{}?{}",
+            st.info.host,
+            st.info.be_http_port,
+            uri.path(),
+            uri.query().unwrap_or("")
+        );
+        return (
+            StatusCode::TEMPORARY_REDIRECT,
+            [
+                (header::LOCATION, location),
+                (header::CONTENT_TYPE, "text/html;charset=utf-8".to_string()),
+            ],
+        )
+            .into_response();
+    }
+    be_stream_load(st, db, table, headers, body).await
+}
+
+async fn be_stream_load(
+    st: HttpState,
+    db: String,
+    table: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let start = Instant::now();
+    let get = |k: &str| header_str(&headers, k);
+    let label_hdr = get("label").unwrap_or_default();
+    match check_auth(&headers, &st.users) {
+        Auth::Ok { .. } => {}
+        Auth::Missing => {
+            return LoadReply::failed(
+                label_hdr,
+                "[NOT_AUTHORIZED]no valid Basic authorization".into(),
+            )
+            .into_response();
+        }
+        Auth::Denied(m) => {
+            return LoadReply::failed(
+                label_hdr,
+                format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {m}"),
+            )
+            .into_response();
+        }
+    }
+    let has_len = headers.contains_key(header::CONTENT_LENGTH);
+    let chunked = headers
+        .get(header::TRANSFER_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    if !has_len && !chunked {
+        return LoadReply::failed(
+            label_hdr,
+            "[INVALID_ARGUMENT]content_length is empty and transfer-encoding!=chunked, please set content_length or transfer-encoding=chunked".into(),
+        )
+        .into_response();
+    }
+    let opts: LoadOptions = match parse_options(&get) {
+        Ok(o) => o,
+        Err(m) => return LoadReply::failed(label_hdr, m).into_response(),
+    };
+    let group_commit =
+        opts.group_commit != GroupCommit::Off && !opts.two_phase_commit && !opts.partial;
+    let label = match &opts.label {
+        Some(l) => l.clone(),
+        None if group_commit => {
+            let r = random_label().replace('-', "");
+            format!("group_commit_{}_{}", &r[..16], &r[16..])
+        }
+        None => random_label(),
+    };
+    let begin_t = Instant::now();
+    let begun = match st.engine.begin(&db, &table, &label) {
+        Ok(b) => b,
+        Err(EngineError::LabelExists {
+            label: l,
+            txn_id,
+            status,
+        }) => {
+            let mut r = LoadReply::failed(
+                label.clone(),
+                format!(
+                    "[LABEL_ALREADY_EXISTS]TStatus: errCode = 2, detailMessage = Label [{l}] has already been used, relate to txn [{txn_id}]"
+                ),
+            );
+            r.status = "Label Already Exists";
+            r.existing = Some(status.job_status());
+            r.comment = opts.comment.clone();
+            r.two_phase = opts.two_phase_commit;
+            return r.into_response();
+        }
+        Err(e) => {
+            let mut r = LoadReply::failed(
+                label,
+                format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {e}"),
+            );
+            r.comment = opts.comment.clone();
+            return r.into_response();
+        }
+    };
+    let begin_ms = ms_since(begin_t);
+    let txn_id = begun.txn_id;
+    let mut reply = LoadReply {
+        txn_id,
+        label: label.clone(),
+        comment: opts.comment.clone(),
+        two_phase: opts.two_phase_commit && !group_commit,
+        group_commit,
+        begin_ms,
+        ..Default::default()
+    };
+    let fail = |mut reply: LoadReply, msg: String| {
+        st.engine.abort(txn_id, &msg);
+        reply.status = "Fail";
+        reply.message = msg;
+        reply.load_ms = ms_since(start);
+        reply.into_response()
+    };
+    // Read the body (hyper sends `100 Continue` when we first poll it).
+    let read_t = Instant::now();
+    let mut data: Vec<u8> = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(c) => data.extend_from_slice(&c),
+            Err(e) => {
+                return fail(
+                    reply,
+                    format!("[INTERNAL_ERROR]failed to read the body: {e}"),
+                );
+            }
+        }
+    }
+    reply.load_bytes = data.len() as u64;
+    reply.receive_ms = ms_since(read_t);
+    if has_len
+        && let Some(cl) = get("content-length").and_then(|v| v.parse::<u64>().ok())
+        && cl != data.len() as u64
+    {
+        return fail(
+            reply,
+            "[INTERNAL_ERROR]receive body don't equal with body bytes".into(),
+        );
+    }
+    if opts.gzip {
+        let mut out = Vec::with_capacity(data.len() * 4);
+        if let Err(e) = flate2::read::MultiGzDecoder::new(&data[..]).read_to_end(&mut out) {
+            return fail(
+                reply,
+                format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"),
+            );
+        }
+        data = out;
+    }
+    let write_t = Instant::now();
+    let outcome = match build_write(&begun.schema, &opts, &data).await {
+        Ok(o) => o,
+        Err(e) => return fail(reply, e.0),
+    };
+    drop(data);
+    reply.read_ms = ms_since(read_t);
+    reply.write_ms = ms_since(write_t);
+    reply.total = outcome.total;
+    reply.filtered = outcome.filtered;
+    reply.unselected = outcome.unselected;
+    reply.loaded = outcome.total - outcome.filtered - outcome.unselected;
+    if !outcome.errors.is_empty() {
+        let file = st.engine.store_error_log(outcome.errors.join("\n") + "\n");
+        reply.error_url = Some(format!(
+            "http://{}:{}/api/_load_error_log?file={file}",
+            st.info.host, st.info.be_http_port
+        ));
+    }
+    let denominator = outcome.total - outcome.unselected;
+    if denominator > 0 && outcome.filtered as f64 / denominator as f64 > opts.max_filter_ratio {
+        return fail(reply, "[DATA_QUALITY_ERROR]too many filtered rows".into());
+    }
+    let commit_t = Instant::now();
+    if reply.two_phase {
+        st.engine.precommit(txn_id, outcome.write);
+        reply.commit_ms = 0;
+    } else {
+        if let Err(e) = st.engine.commit(txn_id, outcome.write) {
+            return fail(reply, format!("[INTERNAL_ERROR]{e}"));
+        }
+        reply.commit_ms = ms_since(commit_t);
+    }
+    reply.status = "Success";
+    reply.message = "OK".into();
+    reply.load_ms = ms_since(start);
+    reply.into_response()
+}
+
+async fn stream_load_2pc_db(
+    State(st): State<HttpState>,
+    Path(db): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    two_pc(st, db, headers).await
+}
+
+async fn stream_load_2pc_table(
+    State(st): State<HttpState>,
+    Path((db, _table)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    two_pc(st, db, headers).await
+}
+
+fn two_pc_reply(status: &str, msg: &str) -> Response {
+    let mut m = Map::new();
+    m.insert("status".into(), json!(status));
+    m.insert("msg".into(), json!(msg));
+    json_response(pretty(&Json::Object(m)))
+}
+
+async fn two_pc(st: HttpState, db: String, headers: HeaderMap) -> Response {
+    let _ = require_auth!(st, headers);
+    let txn_hdr = header_str(&headers, "txn_id").filter(|s| !s.is_empty());
+    let label = header_str(&headers, "label").filter(|s| !s.is_empty());
+    if txn_hdr.is_none() && label.is_none() {
+        return rest_base("FAILED", "No transaction id or label selected.");
+    }
+    let Some(op) = header_str(&headers, "txn_operation").filter(|s| !s.is_empty()) else {
+        return rest_base(
+            "FAILED",
+            "No transaction operation('commit' or 'abort') selected.",
+        );
+    };
+    let txn_id = match &txn_hdr {
+        Some(t) => match t.parse::<i64>() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                return two_pc_reply(
+                    "INVALID_ARGUMENT",
+                    &format!("convert txn_id [{t}] failed, reason={e}"),
+                );
+            }
+        },
+        None => None,
+    };
+    if op != "commit" && op != "abort" {
+        return two_pc_reply(
+            "INVALID_ARGUMENT",
+            "transaction operation should be 'commit' or 'abort'",
+        );
+    }
+    let id = match st.engine.resolve_txn(&db, txn_id, label.as_deref()) {
+        Ok(id) => id,
+        Err(e) => {
+            return two_pc_reply(
+                "ANALYSIS_ERROR",
+                &format!("TStatus: errCode = 2, detailMessage = {e}"),
+            );
+        }
+    };
+    let res = if op == "commit" {
+        st.engine.commit_2pc(id)
+    } else {
+        st.engine.abort_2pc(id)
+    };
+    match res {
+        Ok(()) => {
+            let what = match (&txn_id, &label) {
+                (Some(_), _) | (None, None) => format!("transaction [{id}]"),
+                (None, Some(l)) => format!("label [{l}]"),
+            };
+            two_pc_reply("Success", &format!("{what} {op} successfully."))
+        }
+        Err(e) => two_pc_reply(
+            "ANALYSIS_ERROR",
+            &format!("TStatus: errCode = 2, detailMessage = {e}"),
+        ),
+    }
+}
+
+async fn get_load_state(
+    State(st): State<HttpState>,
+    Path(db): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let _ = require_auth!(st, headers);
+    let Some(label) = q.get("label").filter(|l| !l.is_empty()) else {
+        return envelope(403, "Bad Request", json!("No label selected"));
+    };
+    match st.engine.label_state(&db, label) {
+        Ok(s) => ok_envelope(json!(s)),
+        Err(e) => envelope(1, "Error", json!(e.to_string())),
+    }
+}
+
+async fn table_schema(
+    State(st): State<HttpState>,
+    Path((db, table)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let _ = require_auth!(st, headers);
+    schema_response(&st, &db, &table)
+}
+
+async fn table_schema_catalog(
+    State(st): State<HttpState>,
+    Path((_catalog, db, table)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let _ = require_auth!(st, headers);
+    schema_response(&st, &db, &table)
+}
+
+fn schema_response(st: &HttpState, db: &str, table: &str) -> Response {
+    let engine = st.engine.lock();
+    let t = match engine.table(db, table) {
+        Ok(t) => t,
+        Err(e) => return envelope(1, "Error", json!(e.to_string())),
+    };
+    let props: Vec<Json> = t
+        .schema
+        .columns
+        .iter()
+        .map(|c| {
+            let mut m = Map::new();
+            m.insert("name".into(), json!(c.name));
+            m.insert("type".into(), json!(c.ty.primitive_name()));
+            m.insert("comment".into(), json!(c.comment));
+            let agg = match (t.schema.keys_type, c.agg) {
+                (KeysType::Aggregate, Some(a)) => a.sql().to_string(),
+                _ => String::new(),
+            };
+            m.insert("aggregation_type".into(), json!(agg));
+            if let crate::types::DorisType::Decimal {
+                precision, scale, ..
+            } = &c.ty
+            {
+                m.insert("precision".into(), json!(precision.to_string()));
+                m.insert("scale".into(), json!(scale.to_string()));
+            }
+            Json::Object(m)
+        })
+        .collect();
+    let mut data = Map::new();
+    data.insert("properties".into(), Json::Array(props));
+    data.insert("keysType".into(), json!(t.schema.keys_type.api_name()));
+    data.insert("status".into(), json!(200));
+    ok_envelope(Json::Object(data))
+}
+
+async fn backends(State(st): State<HttpState>, headers: HeaderMap) -> Response {
+    let _ = require_auth!(st, headers);
+    ok_envelope(
+        json!({"backends": [{"ip": st.info.host, "http_port": st.info.be_http_port, "is_alive": true}]}),
+    )
+}
+
+async fn health(State(st): State<HttpState>, headers: HeaderMap) -> Response {
+    let _ = require_auth!(st, headers);
+    ok_envelope(json!({"total_backend_num": 1, "online_backend_num": 1}))
+}
+
+async fn bootstrap(
+    State(st): State<HttpState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if !q.contains_key("cluster_id") && !q.contains_key("token") {
+        return ok_envelope(Json::Null);
+    }
+    let mut m = Map::new();
+    m.insert("replayedJournalId".into(), json!(1));
+    m.insert("queryPort".into(), json!(st.info.query_port));
+    m.insert("rpcPort".into(), json!(9020));
+    m.insert(
+        "arrowFlightSqlPort".into(),
+        json!(if st.info.flight_port == 0 {
+            -1
+        } else {
+            st.info.flight_port as i64
+        }),
+    );
+    m.insert("version".into(), json!(crate::sql::VERSION_COMMENT));
+    ok_envelope(Json::Object(m))
+}
+
+async fn tso(State(st): State<HttpState>, headers: HeaderMap) -> Response {
+    let _ = require_auth!(st, headers);
+    let current = st.engine.lock().tso.current();
+    let physical = current >> crate::storage::TSO_LOGICAL_BITS;
+    let logical = current & ((1 << crate::storage::TSO_LOGICAL_BITS) - 1);
+    let mut m = Map::new();
+    m.insert(
+        "window_end_physical_time".into(),
+        json!(Tso::now_ms().max(physical) + 3000),
+    );
+    m.insert("current_tso".into(), json!(current));
+    m.insert("current_tso_physical_time".into(), json!(physical));
+    m.insert("current_tso_logical_counter".into(), json!(logical));
+    ok_envelope(Json::Object(m))
+}
+
+async fn load_error_log(
+    State(st): State<HttpState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let file = q.get("file").cloned().unwrap_or_default();
+    let text = st.engine.lock().error_logs.get(&file).cloned();
+    match text {
+        Some(t) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            t,
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("error log file {file} not found\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn query_api(
+    State(st): State<HttpState>,
+    Path((_ns, db)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let (user, _) = require_auth!(st, headers);
+    let req: Json = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return envelope(
+                403,
+                "Bad Request",
+                json!(format!("invalid request body: {e}")),
+            );
+        }
+    };
+    let Some(stmt) = req.get("stmt").and_then(|s| s.as_str()) else {
+        return envelope(403, "Bad Request", json!("stmt is required"));
+    };
+    let limit = req.get("limit").and_then(|l| l.as_u64()).unwrap_or(1000) as usize;
+    let mut session = Session::new(&user, 0);
+    if st.engine.lock().dbs.contains_key(&db) {
+        session.db = Some(db);
+    }
+    let start = Instant::now();
+    match st.exec.execute(&mut session, stmt).await {
+        Ok(Outcome::Rows(rs)) => {
+            let meta: Vec<Json> = rs
+                .columns
+                .iter()
+                .map(|(n, k)| json!({"name": n, "type": k.doris_name()}))
+                .collect();
+            let data: Vec<Json> = rs
+                .rows
+                .iter()
+                .take(limit)
+                .map(|r| {
+                    Json::Array(
+                        r.iter()
+                            .zip(&rs.columns)
+                            .map(|(v, (_, k))| match v {
+                                None => Json::Null,
+                                Some(s) => match k {
+                                    ColKind::Tiny
+                                    | ColKind::Small
+                                    | ColKind::Int
+                                    | ColKind::BigInt => s
+                                        .parse::<i64>()
+                                        .map(Json::from)
+                                        .unwrap_or_else(|_| json!(s)),
+                                    ColKind::Float | ColKind::Double => s
+                                        .parse::<f64>()
+                                        .map(Json::from)
+                                        .unwrap_or_else(|_| json!(s)),
+                                    _ => json!(s),
+                                },
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            let mut m = Map::new();
+            m.insert("type".into(), json!("result_set"));
+            m.insert("meta".into(), Json::Array(meta));
+            m.insert("data".into(), Json::Array(data));
+            m.insert("time".into(), json!(ms_since(start)));
+            ok_envelope(Json::Object(m))
+        }
+        Ok(Outcome::Done { .. }) => {
+            let mut m = Map::new();
+            m.insert("type".into(), json!("exec_status"));
+            m.insert("status".into(), json!({}));
+            m.insert("time".into(), json!(ms_since(start)));
+            ok_envelope(Json::Object(m))
+        }
+        Err(e) => envelope(1, "Error", json!(e.doris_text())),
+    }
+}

@@ -1,0 +1,1130 @@
+//! Tables with Doris key-model semantics: tablets (= buckets), merge-on-write, aggregation,
+//! sequence columns, partial updates, commit TSOs and per-row change records.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::array::{
+    ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder,
+    Int8Builder, Int16Builder, Int32Builder, Int64Builder, StringBuilder,
+    TimestampMicrosecondBuilder, UInt64Builder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{DorisType, Value};
+
+/// Name of the hidden delete-sign column of UNIQUE tables.
+pub const DELETE_SIGN: &str = "__DORIS_DELETE_SIGN__";
+/// Name of the hidden version column of UNIQUE tables.
+pub const VERSION_COL: &str = "__DORIS_VERSION_COL__";
+/// Name of the hidden sequence column (tables with `function_column.sequence_type`).
+pub const SEQUENCE_COL: &str = "__DORIS_SEQUENCE_COL__";
+/// Name of the hidden commit-TSO column of changelog tables.
+pub const COMMIT_TSO_COL: &str = "__DORIS_COMMIT_TSO_COL__";
+/// Internal row-id column used to implement `DELETE FROM` on DUPLICATE tables.
+pub const ROWID_COL: &str = "__dl_rowid";
+
+/// The key model of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeysType {
+    /// DUPLICATE KEY: every row kept.
+    Duplicate,
+    /// UNIQUE KEY (merge-on-write): one row per key.
+    Unique,
+    /// AGGREGATE KEY: value columns merged by their aggregate.
+    Aggregate,
+}
+
+impl KeysType {
+    /// `DUPLICATE` / `UNIQUE` / `AGGREGATE`.
+    pub fn sql(&self) -> &'static str {
+        match self {
+            KeysType::Duplicate => "DUPLICATE",
+            KeysType::Unique => "UNIQUE",
+            KeysType::Aggregate => "AGGREGATE",
+        }
+    }
+    /// `DUP_KEYS` / `UNIQUE_KEYS` / `AGG_KEYS` (the `_schema` spelling).
+    pub fn api_name(&self) -> &'static str {
+        match self {
+            KeysType::Duplicate => "DUP_KEYS",
+            KeysType::Unique => "UNIQUE_KEYS",
+            KeysType::Aggregate => "AGG_KEYS",
+        }
+    }
+}
+
+/// Aggregate of a value column in an AGGREGATE table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggType {
+    /// SUM
+    Sum,
+    /// MAX
+    Max,
+    /// MIN
+    Min,
+    /// REPLACE
+    Replace,
+    /// REPLACE_IF_NOT_NULL
+    ReplaceIfNotNull,
+    /// HLL_UNION (merged as REPLACE here).
+    HllUnion,
+    /// BITMAP_UNION (merged as REPLACE here).
+    BitmapUnion,
+    /// QUANTILE_UNION (merged as REPLACE here).
+    QuantileUnion,
+    /// GENERIC (merged as REPLACE here).
+    Generic,
+}
+
+impl AggType {
+    /// Parses an aggregate keyword.
+    pub fn parse(s: &str) -> Option<AggType> {
+        Some(match s.to_ascii_uppercase().as_str() {
+            "SUM" => AggType::Sum,
+            "MAX" => AggType::Max,
+            "MIN" => AggType::Min,
+            "REPLACE" => AggType::Replace,
+            "REPLACE_IF_NOT_NULL" => AggType::ReplaceIfNotNull,
+            "HLL_UNION" => AggType::HllUnion,
+            "BITMAP_UNION" => AggType::BitmapUnion,
+            "QUANTILE_UNION" => AggType::QuantileUnion,
+            "GENERIC" => AggType::Generic,
+            _ => return None,
+        })
+    }
+    /// The SQL keyword.
+    pub fn sql(&self) -> &'static str {
+        match self {
+            AggType::Sum => "SUM",
+            AggType::Max => "MAX",
+            AggType::Min => "MIN",
+            AggType::Replace => "REPLACE",
+            AggType::ReplaceIfNotNull => "REPLACE_IF_NOT_NULL",
+            AggType::HllUnion => "HLL_UNION",
+            AggType::BitmapUnion => "BITMAP_UNION",
+            AggType::QuantileUnion => "QUANTILE_UNION",
+            AggType::Generic => "GENERIC",
+        }
+    }
+}
+
+/// Column default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum DefaultValue {
+    /// `DEFAULT NULL`
+    Null,
+    /// `DEFAULT "x"` (text, converted on use)
+    Literal(String),
+    /// `DEFAULT CURRENT_TIMESTAMP[(p)]`
+    CurrentTimestamp(Option<u8>),
+}
+
+/// One column of a table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Column {
+    /// Column name as written.
+    pub name: String,
+    /// Doris type.
+    pub ty: DorisType,
+    /// NULL allowed.
+    pub nullable: bool,
+    /// Default, if any.
+    pub default: Option<DefaultValue>,
+    /// COMMENT.
+    pub comment: String,
+    /// Aggregate (AGGREGATE tables' value columns).
+    pub agg: Option<AggType>,
+    /// AUTO_INCREMENT.
+    pub auto_increment: bool,
+}
+
+impl Column {
+    /// The value a row gets when this column is not supplied; `Err` when NOT NULL without default.
+    pub fn default_value(&self) -> Result<Value, String> {
+        match &self.default {
+            Some(DefaultValue::Literal(s)) => self.ty.parse_text(s),
+            Some(DefaultValue::CurrentTimestamp(_)) => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_micros() as i64)
+                    .unwrap_or(0);
+                Ok(match self.ty {
+                    DorisType::Date => Value::Date((now / 86_400_000_000) as i32),
+                    DorisType::DateTime(_) => Value::DateTime(now),
+                    _ => Value::Null,
+                })
+            }
+            Some(DefaultValue::Null) | None if self.nullable => Ok(Value::Null),
+            _ => Err(format!(
+                "the column `{}` is not nullable and has no default value",
+                self.name
+            )),
+        }
+    }
+}
+
+/// Bucket count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Buckets {
+    /// `BUCKETS n`
+    Fixed(u32),
+    /// `BUCKETS AUTO`
+    Auto,
+}
+
+impl Buckets {
+    /// Number of tablets created.
+    pub fn count(&self) -> usize {
+        match self {
+            Buckets::Fixed(n) => (*n).max(1) as usize,
+            Buckets::Auto => 1,
+        }
+    }
+}
+
+/// `DISTRIBUTED BY …`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Distribution {
+    /// `HASH(cols) BUCKETS n|AUTO`
+    Hash(Vec<String>, Buckets),
+    /// `RANDOM BUCKETS n|AUTO`
+    Random(Buckets),
+}
+
+/// Everything `CREATE TABLE` defines.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TableSchema {
+    /// Visible columns, keys first.
+    pub columns: Vec<Column>,
+    /// Key model.
+    pub keys_type: KeysType,
+    /// Number of leading key columns.
+    pub key_count: usize,
+    /// Distribution.
+    pub distribution: Distribution,
+    /// Table COMMENT.
+    pub comment: String,
+    /// `PARTITION BY …` clause as written (accepted, not used for placement).
+    pub partition_clause: Option<String>,
+    /// PROPERTIES in the order given.
+    pub properties: Vec<(String, String)>,
+}
+
+impl TableSchema {
+    /// Property lookup.
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Index of a visible column (case-insensitive as in Doris).
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Index of the column named by `function_column.sequence_col`, if any.
+    pub fn sequence_column(&self) -> Option<usize> {
+        self.property("function_column.sequence_col")
+            .and_then(|c| self.column_index(c))
+    }
+
+    /// Type of the hidden `__DORIS_SEQUENCE_COL__` (`function_column.sequence_type`).
+    pub fn sequence_type(&self) -> Option<DorisType> {
+        let t = self.property("function_column.sequence_type")?;
+        DorisType::from_parts(t, &[], t).ok()
+    }
+
+    /// Does the table carry a sequence (column or hidden)?
+    pub fn has_sequence(&self) -> bool {
+        self.keys_type == KeysType::Unique
+            && (self.sequence_column().is_some() || self.sequence_type().is_some())
+    }
+
+    /// Row binlog / changelog enabled (`changelog.enable` or `binlog.enable` + `binlog.format=ROW`).
+    pub fn changelog_enabled(&self) -> bool {
+        self.property("changelog.enable") == Some("true")
+            || (self.property("binlog.enable") == Some("true")
+                && self.property("binlog.format") == Some("ROW"))
+    }
+
+    /// Before images kept in change records.
+    pub fn changelog_historical(&self) -> bool {
+        self.property("changelog.need_historical_value") == Some("true")
+            || self.property("binlog.need_historical_value") == Some("true")
+    }
+
+    /// Hidden columns of this table in display order: (name, type).
+    pub fn hidden_columns(&self) -> Vec<(&'static str, DorisType)> {
+        let mut v = Vec::new();
+        if self.keys_type == KeysType::Unique {
+            v.push((DELETE_SIGN, DorisType::TinyInt));
+            v.push((VERSION_COL, DorisType::BigInt));
+            if let Some(t) = self.sequence_type() {
+                v.push((SEQUENCE_COL, t));
+            } else if let Some(i) = self.sequence_column() {
+                v.push((SEQUENCE_COL, self.columns[i].ty.clone()));
+            }
+        }
+        if self.changelog_enabled() {
+            v.push((COMMIT_TSO_COL, DorisType::BigInt));
+        }
+        v
+    }
+
+    /// The distribution column indexes (empty for RANDOM).
+    pub fn distribution_indexes(&self) -> Vec<usize> {
+        match &self.distribution {
+            Distribution::Hash(cols, _) => {
+                cols.iter().filter_map(|c| self.column_index(c)).collect()
+            }
+            Distribution::Random(_) => Vec::new(),
+        }
+    }
+}
+
+/// A stored row.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredRow {
+    /// Visible column values.
+    pub values: Vec<Value>,
+    /// Sequence value (UNIQUE tables with a sequence), else Null.
+    pub seq: Value,
+    /// Version (commit number) of the last write.
+    pub version: i64,
+    /// TSO of the last write.
+    pub tso: i64,
+    /// Tombstone: deleted key kept only to honour the sequence of a delete.
+    pub deleted: bool,
+}
+
+/// The rows of one tablet.
+#[derive(Debug, Clone, Default)]
+pub struct Tablet {
+    /// Stable tablet id.
+    pub id: i64,
+    /// DUPLICATE tables: rows in arrival order.
+    pub rows: Vec<StoredRow>,
+    /// UNIQUE and AGGREGATE tables: rows by key.
+    pub keyed: BTreeMap<Vec<Value>, StoredRow>,
+}
+
+impl Tablet {
+    /// Live rows (tombstones skipped).
+    pub fn live_rows(&self) -> Box<dyn Iterator<Item = &StoredRow> + '_> {
+        if self.keyed.is_empty() {
+            Box::new(self.rows.iter())
+        } else {
+            Box::new(self.keyed.values().filter(|r| !r.deleted))
+        }
+    }
+}
+
+/// One row operation of a load or INSERT, in table column order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RowOp {
+    /// Values for every visible column (unsupplied partial-update columns hold defaults).
+    pub values: Vec<Value>,
+    /// Delete sign.
+    pub delete: bool,
+    /// Sequence value from the load (hidden sequence or sequence column).
+    pub seq: Value,
+}
+
+/// A change to one table, applied atomically at commit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum TableWrite {
+    /// Upserts / appends / deletes by key.
+    Rows {
+        /// The operations in load order.
+        ops: Vec<RowOp>,
+        /// Partial update: which columns were supplied (None = all).
+        partial: Option<Vec<bool>>,
+    },
+    /// `DELETE FROM` a DUPLICATE table: row ids from a snapshot of `data_version`.
+    DeleteRowIds(Vec<u64>),
+}
+
+/// Kind of a change record (`__DORIS_BINLOG_OP__`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum ChangeOp {
+    /// 0: a new row.
+    Append = 0,
+    /// 1: a removed row.
+    Delete = 1,
+    /// 2: the row before an update.
+    UpdateBefore = 2,
+    /// 3: the row after an update.
+    UpdateAfter = 3,
+}
+
+/// One per-row change record (changelog tables).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChangeRecord {
+    /// Commit TSO.
+    pub tso: i64,
+    /// Order within the commit.
+    pub lsn: i64,
+    /// Operation.
+    pub op: ChangeOp,
+    /// Row image (after image; the deleted row for deletes).
+    pub after: Vec<Value>,
+    /// Before image for updates when `need_historical_value` is set.
+    pub before: Option<Vec<Value>>,
+    /// Commit wall time (ms), for TTL.
+    pub commit_ms: i64,
+}
+
+/// A table: schema, tablets, version and change records.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// Stable table id.
+    pub id: i64,
+    /// Table name.
+    pub name: String,
+    /// Schema.
+    pub schema: TableSchema,
+    /// Tablets (one per bucket).
+    pub tablets: Vec<Tablet>,
+    /// Visible version: number of commits applied.
+    pub version: i64,
+    /// Bumped by every change (data or schema); keys the snapshot cache.
+    pub data_version: u64,
+    /// Change records (changelog tables only).
+    pub changelog: Vec<ChangeRecord>,
+    /// Time of the last commit (ms since epoch).
+    pub last_commit_ms: i64,
+    random_cursor: usize,
+    snapshot: Option<(u64, bool, RecordBatch)>,
+}
+
+fn hidden_value(name: &str, row: &StoredRow) -> Value {
+    match name {
+        DELETE_SIGN => Value::Int(0),
+        VERSION_COL => Value::Int(row.version),
+        SEQUENCE_COL => row.seq.clone(),
+        COMMIT_TSO_COL => Value::Int(row.tso),
+        _ => Value::Null,
+    }
+}
+
+impl Table {
+    /// A new empty table whose tablets take ids from `next_id`.
+    pub fn new(id: i64, name: String, schema: TableSchema, next_id: &mut i64) -> Table {
+        let n = match &schema.distribution {
+            Distribution::Hash(_, b) | Distribution::Random(b) => b.count(),
+        };
+        let tablets = (0..n)
+            .map(|_| {
+                *next_id += 1;
+                Tablet {
+                    id: *next_id,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        Table {
+            id,
+            name,
+            schema,
+            tablets,
+            version: 1,
+            data_version: 0,
+            changelog: Vec::new(),
+            last_commit_ms: 0,
+            random_cursor: 0,
+            snapshot: None,
+        }
+    }
+
+    /// Number of live rows.
+    pub fn row_count(&self) -> usize {
+        self.tablets.iter().map(|t| t.live_rows().count()).sum()
+    }
+
+    /// Drops all rows (TRUNCATE); tablet ids are kept.
+    pub fn truncate(&mut self) {
+        for t in &mut self.tablets {
+            t.rows.clear();
+            t.keyed.clear();
+        }
+        self.data_version += 1;
+    }
+
+    /// Marks a schema change; existing rows are reshaped by the caller.
+    pub fn touch(&mut self) {
+        self.data_version += 1;
+    }
+
+    /// Rewrites every stored row with `f` (ALTER TABLE ADD/DROP/MODIFY COLUMN).
+    pub fn map_rows(&mut self, mut f: impl FnMut(&mut Vec<Value>)) {
+        for t in &mut self.tablets {
+            for r in t.rows.iter_mut() {
+                f(&mut r.values);
+            }
+            for r in t.keyed.values_mut() {
+                f(&mut r.values);
+            }
+        }
+        self.data_version += 1;
+    }
+
+    fn bucket_of(&mut self, values: &[Value], dist: &[usize]) -> usize {
+        let n = self.tablets.len();
+        if n <= 1 {
+            return 0;
+        }
+        if dist.is_empty() {
+            self.random_cursor = (self.random_cursor + 1) % n;
+            return self.random_cursor;
+        }
+        let mut h: u64 = 0xcbf29ce484222325;
+        for &i in dist {
+            values[i].hash_into(&mut h);
+        }
+        (h % n as u64) as usize
+    }
+
+    /// Applies one committed write at `tso` (version = self.version + 1).
+    pub fn apply(&mut self, write: &TableWrite, tso: i64, commit_ms: i64) {
+        self.version += 1;
+        self.data_version += 1;
+        self.last_commit_ms = commit_ms;
+        let version = self.version;
+        let changelog = self.schema.changelog_enabled();
+        let historical = self.schema.changelog_historical();
+        let mut lsn = 0i64;
+        let mut records: Vec<ChangeRecord> = Vec::new();
+        let mut record = |op: ChangeOp, after: &[Value], before: Option<&[Value]>| {
+            if changelog {
+                records.push(ChangeRecord {
+                    tso,
+                    lsn,
+                    op,
+                    after: after.to_vec(),
+                    before: if historical {
+                        before.map(|b| b.to_vec())
+                    } else {
+                        None
+                    },
+                    commit_ms,
+                });
+                lsn += 1;
+            }
+        };
+        match write {
+            TableWrite::DeleteRowIds(ids) => {
+                let mut by_tablet: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+                for id in ids {
+                    by_tablet
+                        .entry((id >> 40) as usize)
+                        .or_default()
+                        .push((id & ((1 << 40) - 1)) as usize);
+                }
+                for (t, mut idx) in by_tablet {
+                    let Some(tablet) = self.tablets.get_mut(t) else {
+                        continue;
+                    };
+                    idx.sort_unstable();
+                    idx.dedup();
+                    for i in idx.into_iter().rev() {
+                        if i < tablet.rows.len() {
+                            tablet.rows.remove(i);
+                        }
+                    }
+                }
+            }
+            TableWrite::Rows { ops, partial } => {
+                let dist = self.schema.distribution_indexes();
+                let key_count = self.schema.key_count;
+                let keys_type = self.schema.keys_type;
+                let has_seq = self.schema.has_sequence();
+                let seq_col = self.schema.sequence_column();
+                let aggs: Vec<Option<AggType>> =
+                    self.schema.columns.iter().map(|c| c.agg).collect();
+                for op in ops {
+                    let b = self.bucket_of(&op.values, &dist);
+                    let tablet = &mut self.tablets[b];
+                    match keys_type {
+                        KeysType::Duplicate => {
+                            record(ChangeOp::Append, &op.values, None);
+                            tablet.rows.push(StoredRow {
+                                values: op.values.clone(),
+                                seq: Value::Null,
+                                version,
+                                tso,
+                                deleted: false,
+                            });
+                        }
+                        KeysType::Unique => {
+                            let key: Vec<Value> = op.values[..key_count].to_vec();
+                            let seq = match seq_col {
+                                Some(i) if op.seq.is_null() => op.values[i].clone(),
+                                _ => op.seq.clone(),
+                            };
+                            let existing = tablet.keyed.get(&key);
+                            if has_seq
+                                && let Some(old) = existing
+                                && seq < old.seq
+                            {
+                                continue;
+                            }
+                            let live_old = existing.filter(|r| !r.deleted).cloned();
+                            if op.delete {
+                                if let Some(old) = &live_old {
+                                    record(ChangeOp::Delete, &old.values, None);
+                                }
+                                if has_seq {
+                                    tablet.keyed.insert(
+                                        key,
+                                        StoredRow {
+                                            values: op.values.clone(),
+                                            seq,
+                                            version,
+                                            tso,
+                                            deleted: true,
+                                        },
+                                    );
+                                } else {
+                                    tablet.keyed.remove(&key);
+                                }
+                                continue;
+                            }
+                            let mut values = op.values.clone();
+                            if let (Some(mask), Some(old)) = (partial, &live_old) {
+                                for (i, supplied) in mask.iter().enumerate() {
+                                    if !supplied {
+                                        values[i] = old.values[i].clone();
+                                    }
+                                }
+                            }
+                            match &live_old {
+                                Some(old) => {
+                                    record(ChangeOp::UpdateBefore, &old.values, None);
+                                    record(ChangeOp::UpdateAfter, &values, Some(&old.values));
+                                }
+                                None => record(ChangeOp::Append, &values, None),
+                            }
+                            let seq = if let Some(i) = seq_col {
+                                values[i].clone()
+                            } else {
+                                seq
+                            };
+                            tablet.keyed.insert(
+                                key,
+                                StoredRow {
+                                    values,
+                                    seq,
+                                    version,
+                                    tso,
+                                    deleted: false,
+                                },
+                            );
+                        }
+                        KeysType::Aggregate => {
+                            let key: Vec<Value> = op.values[..key_count].to_vec();
+                            if op.delete {
+                                tablet.keyed.remove(&key);
+                                continue;
+                            }
+                            match tablet.keyed.get_mut(&key) {
+                                Some(old) => {
+                                    for (i, agg) in aggs.iter().enumerate().skip(key_count) {
+                                        let new = &op.values[i];
+                                        let cur = &old.values[i];
+                                        let merged = match agg.unwrap_or(AggType::Replace) {
+                                            AggType::Sum => cur.add(new).unwrap_or(new.clone()),
+                                            AggType::Max => {
+                                                if cur.is_null() || (!new.is_null() && new > cur) {
+                                                    new.clone()
+                                                } else {
+                                                    cur.clone()
+                                                }
+                                            }
+                                            AggType::Min => {
+                                                if cur.is_null() || (!new.is_null() && new < cur) {
+                                                    new.clone()
+                                                } else {
+                                                    cur.clone()
+                                                }
+                                            }
+                                            AggType::ReplaceIfNotNull => {
+                                                if new.is_null() {
+                                                    cur.clone()
+                                                } else {
+                                                    new.clone()
+                                                }
+                                            }
+                                            _ => new.clone(),
+                                        };
+                                        old.values[i] = merged;
+                                    }
+                                    old.version = version;
+                                    old.tso = tso;
+                                }
+                                None => {
+                                    tablet.keyed.insert(
+                                        key,
+                                        StoredRow {
+                                            values: op.values.clone(),
+                                            seq: Value::Null,
+                                            version,
+                                            tso,
+                                            deleted: false,
+                                        },
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.changelog.extend(records);
+    }
+
+    /// Arrow schema of a snapshot.
+    pub fn arrow_schema(&self, with_hidden: bool, with_rowid: bool) -> SchemaRef {
+        let mut fields: Vec<Field> = self
+            .schema
+            .columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.ty.arrow_type(), true))
+            .collect();
+        if with_hidden {
+            for (name, ty) in self.schema.hidden_columns() {
+                fields.push(Field::new(name, ty.arrow_type(), true));
+            }
+        }
+        if with_rowid {
+            fields.push(Field::new(ROWID_COL, DataType::UInt64, false));
+        }
+        Arc::new(Schema::new(fields))
+    }
+
+    /// The committed rows as one RecordBatch (cached per data version).
+    pub fn snapshot(&mut self, with_hidden: bool, with_rowid: bool) -> Result<RecordBatch, String> {
+        if !with_rowid
+            && let Some((v, h, b)) = &self.snapshot
+            && *v == self.data_version
+            && *h == with_hidden
+        {
+            return Ok(b.clone());
+        }
+        let schema = self.arrow_schema(with_hidden, with_rowid);
+        let hidden = if with_hidden {
+            self.schema.hidden_columns()
+        } else {
+            Vec::new()
+        };
+        let mut types: Vec<DorisType> = self.schema.columns.iter().map(|c| c.ty.clone()).collect();
+        types.extend(hidden.iter().map(|(_, t)| t.clone()));
+        let rows: Vec<(u64, &StoredRow)> = self
+            .tablets
+            .iter()
+            .enumerate()
+            .flat_map(|(ti, t)| {
+                t.live_rows()
+                    .enumerate()
+                    .map(move |(ri, r)| (((ti as u64) << 40) | ri as u64, r))
+            })
+            .collect();
+        let ncols = self.schema.columns.len();
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(types.len() + 1);
+        for (ci, ty) in types.iter().enumerate() {
+            let cell = |r: &StoredRow| -> Value {
+                if ci < ncols {
+                    r.values[ci].clone()
+                } else {
+                    hidden_value(hidden[ci - ncols].0, r)
+                }
+            };
+            arrays.push(build_array(ty, rows.iter().map(|(_, r)| cell(r)))?);
+        }
+        if with_rowid {
+            let mut b = UInt64Builder::with_capacity(rows.len());
+            for (id, _) in &rows {
+                b.append_value(*id);
+            }
+            arrays.push(Arc::new(b.finish()));
+        }
+        let batch = RecordBatch::try_new(schema, arrays).map_err(|e| e.to_string())?;
+        if !with_rowid {
+            self.snapshot = Some((self.data_version, with_hidden, batch.clone()));
+        }
+        Ok(batch)
+    }
+}
+
+/// Builds one Arrow array of `ty` from values.
+pub fn build_array(
+    ty: &DorisType,
+    values: impl Iterator<Item = Value>,
+) -> Result<ArrayRef, String> {
+    macro_rules! ints {
+        ($b:ty, $t:ty) => {{
+            let mut b = <$b>::new();
+            for v in values {
+                match v {
+                    Value::Int(i) => b.append_value(i as $t),
+                    Value::Bool(x) => b.append_value(x as $t),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish()) as ArrayRef
+        }};
+    }
+    Ok(match ty.arrow_type() {
+        DataType::Boolean => {
+            let mut b = BooleanBuilder::new();
+            for v in values {
+                match v {
+                    Value::Bool(x) => b.append_value(x),
+                    Value::Int(i) => b.append_value(i != 0),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Int8 => ints!(Int8Builder, i8),
+        DataType::Int16 => ints!(Int16Builder, i16),
+        DataType::Int32 => ints!(Int32Builder, i32),
+        DataType::Int64 => ints!(Int64Builder, i64),
+        DataType::Float32 | DataType::Float64 => {
+            let f32_ = matches!(ty.arrow_type(), DataType::Float32);
+            if f32_ {
+                let mut b = Float32Builder::new();
+                for v in values {
+                    match v {
+                        Value::Float(f) => b.append_value(f as f32),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            } else {
+                let mut b = Float64Builder::new();
+                for v in values {
+                    match v {
+                        Value::Float(f) => b.append_value(f),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        }
+        DataType::Decimal128(p, s) => {
+            let mut b = Decimal128Builder::new();
+            for v in values {
+                match v {
+                    Value::Decimal(d) | Value::Large(d) => b.append_value(d),
+                    Value::Int(i) => b.append_value(i as i128),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(
+                b.finish()
+                    .with_precision_and_scale(p, s)
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        DataType::Date32 => {
+            let mut b = Date32Builder::new();
+            for v in values {
+                match v {
+                    Value::Date(d) => b.append_value(d),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Timestamp(_, _) => {
+            let mut b = TimestampMicrosecondBuilder::new();
+            for v in values {
+                match v {
+                    Value::DateTime(d) => b.append_value(d),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        _ => {
+            let mut b = StringBuilder::new();
+            for v in values {
+                match ty.render(&v) {
+                    Some(s) => b.append_value(s),
+                    None => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+    })
+}
+
+/// The timestamp oracle: `physical_ms << 18 | logical`, strictly increasing.
+#[derive(Debug, Default, Clone)]
+pub struct Tso {
+    last: i64,
+}
+
+/// Bits of the logical counter in a TSO.
+pub const TSO_LOGICAL_BITS: u32 = 18;
+
+impl Tso {
+    /// Current wall clock in ms.
+    pub fn now_ms() -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }
+
+    /// Allocates the next TSO.
+    pub fn allocate(&mut self) -> i64 {
+        let candidate = Self::now_ms() << TSO_LOGICAL_BITS;
+        self.last = if candidate > self.last {
+            candidate
+        } else {
+            self.last + 1
+        };
+        self.last
+    }
+
+    /// The last allocated TSO (or the current time when none yet).
+    pub fn current(&self) -> i64 {
+        if self.last == 0 {
+            Self::now_ms() << TSO_LOGICAL_BITS
+        } else {
+            self.last
+        }
+    }
+
+    /// Raises the floor after replaying a log.
+    pub fn observe(&mut self, tso: i64) {
+        self.last = self.last.max(tso);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(name: &str, ty: DorisType, agg: Option<AggType>) -> Column {
+        Column {
+            name: name.into(),
+            ty,
+            nullable: true,
+            default: None,
+            comment: String::new(),
+            agg,
+            auto_increment: false,
+        }
+    }
+
+    fn table(
+        keys_type: KeysType,
+        props: Vec<(String, String)>,
+        aggs: [Option<AggType>; 2],
+    ) -> Table {
+        let schema = TableSchema {
+            columns: vec![
+                col("k", DorisType::Int, None),
+                col("a", DorisType::Int, aggs[0]),
+                col("b", DorisType::Varchar(10), aggs[1]),
+            ],
+            keys_type,
+            key_count: 1,
+            distribution: Distribution::Hash(vec!["k".into()], Buckets::Fixed(3)),
+            comment: String::new(),
+            partition_clause: None,
+            properties: props,
+        };
+        let mut id = 100;
+        Table::new(1, "t".into(), schema, &mut id)
+    }
+
+    fn op(k: i64, a: Option<i64>, b: &str, delete: bool) -> RowOp {
+        RowOp {
+            values: vec![
+                Value::Int(k),
+                a.map(Value::Int).unwrap_or(Value::Null),
+                Value::Str(b.into()),
+            ],
+            delete,
+            seq: Value::Null,
+        }
+    }
+
+    fn rows(t: &Table) -> Vec<Vec<Value>> {
+        let mut v: Vec<Vec<Value>> = t
+            .tablets
+            .iter()
+            .flat_map(|t| t.live_rows().map(|r| r.values.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn unique_upsert_delete_and_partial() {
+        let mut t = table(KeysType::Unique, vec![], [None, None]);
+        let w = TableWrite::Rows {
+            ops: vec![
+                op(1, Some(1), "x", false),
+                op(1, Some(2), "y", false),
+                op(2, Some(5), "z", false),
+            ],
+            partial: None,
+        };
+        t.apply(&w, 1, 0);
+        assert_eq!(
+            rows(&t)[0],
+            vec![Value::Int(1), Value::Int(2), Value::Str("y".into())]
+        );
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(2, None, "", true)],
+                partial: None,
+            },
+            2,
+            0,
+        );
+        assert_eq!(rows(&t).len(), 1);
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(1, Some(9), "", false)],
+                partial: Some(vec![true, true, false]),
+            },
+            3,
+            0,
+        );
+        assert_eq!(
+            rows(&t)[0],
+            vec![Value::Int(1), Value::Int(9), Value::Str("y".into())]
+        );
+        let tablet_ids: Vec<i64> = t.tablets.iter().map(|t| t.id).collect();
+        assert_eq!(tablet_ids, vec![101, 102, 103]);
+    }
+
+    #[test]
+    fn sequence_column_wins_over_commit_order() {
+        let mut t = table(
+            KeysType::Unique,
+            vec![("function_column.sequence_col".into(), "a".into())],
+            [None, None],
+        );
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(1, Some(10), "new", false)],
+                partial: None,
+            },
+            1,
+            0,
+        );
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(1, Some(5), "old", false)],
+                partial: None,
+            },
+            2,
+            0,
+        );
+        assert_eq!(rows(&t)[0][2], Value::Str("new".into()));
+        // A delete with a lower sequence is ignored.
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(1, Some(3), "", true)],
+                partial: None,
+            },
+            3,
+            0,
+        );
+        assert_eq!(rows(&t).len(), 1);
+    }
+
+    #[test]
+    fn aggregate_merges() {
+        let mut t = table(
+            KeysType::Aggregate,
+            vec![],
+            [Some(AggType::Sum), Some(AggType::ReplaceIfNotNull)],
+        );
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(1, Some(1), "a", false), op(1, Some(2), "b", false)],
+                partial: None,
+            },
+            1,
+            0,
+        );
+        let mut o = op(1, Some(3), "", false);
+        o.values[2] = Value::Null;
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![o],
+                partial: None,
+            },
+            2,
+            0,
+        );
+        assert_eq!(
+            rows(&t)[0],
+            vec![Value::Int(1), Value::Int(6), Value::Str("b".into())]
+        );
+    }
+
+    #[test]
+    fn changelog_records() {
+        let mut t = table(
+            KeysType::Unique,
+            vec![
+                ("changelog.enable".into(), "true".into()),
+                ("changelog.need_historical_value".into(), "true".into()),
+            ],
+            [None, None],
+        );
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(1, Some(1), "x", false)],
+                partial: None,
+            },
+            10,
+            0,
+        );
+        t.apply(
+            &TableWrite::Rows {
+                ops: vec![op(1, Some(2), "x", false)],
+                partial: None,
+            },
+            11,
+            0,
+        );
+        let ops: Vec<ChangeOp> = t.changelog.iter().map(|r| r.op).collect();
+        assert_eq!(
+            ops,
+            vec![
+                ChangeOp::Append,
+                ChangeOp::UpdateBefore,
+                ChangeOp::UpdateAfter
+            ]
+        );
+        assert!(t.changelog[2].before.is_some());
+        assert_eq!(t.changelog[2].tso, 11);
+    }
+
+    #[test]
+    fn tso_is_monotonic() {
+        let mut tso = Tso::default();
+        let a = tso.allocate();
+        let b = tso.allocate();
+        assert!(b > a);
+        assert!(a >> TSO_LOGICAL_BITS > 1_600_000_000_000);
+    }
+}
