@@ -1,0 +1,390 @@
+//! Plugin instances: a `Store` per instance with its sandbox, limits and counters.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow::datatypes::{Schema, SchemaRef};
+use sluice_guest::batch::Batch;
+use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, columns_of};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, Store, Trap};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::Transform as TransformBindings;
+use super::bindings::decoder::Decoder as DecoderBindings;
+use super::bindings::sluice::plugin::{host, types as wit};
+use super::limits::MemoryLimiter;
+use super::{EPOCH_TICK, Plugin, PluginError};
+
+/// Most of a plugin's stderr (e.g. a panic message) that is kept for error reports.
+const STDERR_CAPACITY: usize = 64 * 1024;
+
+/// What a plugin says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginInfo {
+    pub name: String,
+    pub description: String,
+    /// `(name, default, description)`.
+    pub config_keys: Vec<(String, Option<String>, String)>,
+    pub example_input: Option<String>,
+}
+
+/// Per-store state: the deny-by-default WASI context, the memory limiter and the counters.
+pub struct StoreState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    plugin: String,
+    counters: Arc<Mutex<BTreeMap<String, u64>>>,
+    stderr: MemoryOutputPipe,
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl host::Host for StoreState {
+    fn log(&mut self, level: host::Level, message: String) {
+        let plugin = self.plugin.as_str();
+        match level {
+            host::Level::Trace => tracing::trace!(plugin, "{message}"),
+            host::Level::Debug => tracing::debug!(plugin, "{message}"),
+            host::Level::Info => tracing::info!(plugin, "{message}"),
+            host::Level::Warn => tracing::warn!(plugin, "{message}"),
+            host::Level::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+
+    fn counter_add(&mut self, name: String, delta: u64) {
+        if let Ok(mut counters) = self.counters.lock() {
+            let c = counters.entry(name).or_default();
+            *c = c.saturating_add(delta);
+        }
+    }
+}
+
+/// A clock that always reads zero: plugins get no clock unless the WIT grants one.
+struct FrozenClock;
+
+impl HostWallClock for FrozenClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl HostMonotonicClock for FrozenClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// The linker: the `host` interface, plus WASI with nothing granted (Rust's std imports WASI
+/// even when a plugin does no I/O): no files, no environment, no network, frozen clocks.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    host::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// One store and its bookkeeping; the typed instances wrap it.
+struct Instance {
+    plugin: Plugin,
+    store: Store<StoreState>,
+    poisoned: bool,
+}
+
+impl Instance {
+    fn new(plugin: &Plugin) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let wasi =
+            WasiCtx::builder().stderr(stderr.clone()).wall_clock(FrozenClock).monotonic_clock(FrozenClock).build();
+        let state = StoreState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter { limit: plugin.limits().memory, exceeded: None },
+            plugin: plugin.name().to_string(),
+            counters: Arc::default(),
+            stderr,
+        };
+        let mut store = Store::new(&plugin.inner.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        Self { plugin: plugin.clone(), store, poisoned: false }
+    }
+
+    /// Run one call under the plugin's limits, turning traps into errors that name the limit.
+    /// After a trap the instance is unusable (its state may be half-updated).
+    fn call<R>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        let name = self.plugin.name().to_string();
+        if self.poisoned {
+            return Err(PluginError::Poisoned { plugin: name });
+        }
+        let limits = self.plugin.limits().clone();
+        let ticks = limits.timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64 + 1;
+        self.store.set_epoch_deadline(ticks);
+        if let Some(fuel) = limits.fuel {
+            self.store
+                .set_fuel(fuel)
+                .map_err(|e| PluginError::Instantiate { plugin: name.clone(), detail: e.to_string() })?;
+        }
+        self.store.data_mut().limiter.exceeded = None;
+        match f(&mut self.store) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.poisoned = true;
+                let call = call.to_string();
+                if let Some(requested) = self.store.data().limiter.exceeded {
+                    return Err(PluginError::MemoryLimit { plugin: name, call, limit: limits.memory, requested });
+                }
+                match e.downcast_ref::<Trap>() {
+                    Some(Trap::Interrupt) => Err(PluginError::Timeout { plugin: name, call, limit: limits.timeout }),
+                    Some(Trap::OutOfFuel) => {
+                        Err(PluginError::OutOfFuel { plugin: name, call, limit: limits.fuel.unwrap_or(0) })
+                    }
+                    _ => {
+                        let stderr = self.store.data().stderr.contents();
+                        let said = String::from_utf8_lossy(&stderr);
+                        let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+                        let detail = if last.is_empty() {
+                            format!("{e}")
+                        } else {
+                            format!("{e} (plugin said: {})", last.trim())
+                        };
+                        Err(PluginError::Trap { plugin: name, call, detail })
+                    }
+                }
+            }
+        }
+    }
+
+    fn counters(&self) -> BTreeMap<String, u64> {
+        self.store.data().counters.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+fn schema_to_wit(schema: &Schema) -> Result<wit::Schema, String> {
+    let columns = columns_of(schema).map_err(|e| e.message)?;
+    Ok(wit::Schema {
+        columns: columns
+            .into_iter()
+            .map(|c| wit::Column { name: c.name, data_type: c.doris_type.to_string(), nullable: c.nullable })
+            .collect(),
+    })
+}
+
+fn schema_from_wit(schema: wit::Schema) -> Result<SchemaRef, String> {
+    let columns = schema
+        .columns
+        .into_iter()
+        .map(|c| {
+            let t = DorisType::parse(&c.data_type).map_err(|e| format!("column `{}`: {}", c.name, e.message))?;
+            Ok(ColumnDef::new(c.name, t, c.nullable))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(arrow_schema(&columns))
+}
+
+fn info_from_wit(info: wit::PluginInfo) -> PluginInfo {
+    PluginInfo {
+        name: info.name,
+        description: info.description,
+        config_keys: info.config_keys.into_iter().map(|k| (k.name, k.default_value, k.description)).collect(),
+        example_input: info.example_input,
+    }
+}
+
+fn rejected(plugin: &Plugin, call: &str, e: wit::PluginError) -> PluginError {
+    let message = match e.row {
+        Some(row) => format!("row {row}: {}", e.message),
+        None => e.message,
+    };
+    PluginError::Rejected { plugin: plugin.name().to_string(), call: call.to_string(), message }
+}
+
+/// Decode and check what a plugin returned: well-formed Arrow, sane row kinds, and for the default
+/// table exactly the declared output columns.
+fn check_output(
+    plugin: &Plugin,
+    call: &str,
+    output: &SchemaRef,
+    batches: Vec<wit::Batch>,
+) -> Result<Vec<Batch>, PluginError> {
+    let malformed =
+        |detail: String| PluginError::Malformed { plugin: plugin.name().to_string(), call: call.to_string(), detail };
+    batches
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let batch = Batch::from_wire(b.table, b.arrow_ipc, b.row_kinds)
+                .map_err(|e| malformed(format!("output batch {i}: {}", e.message)))?;
+            if batch.table.is_none() {
+                let got = batch.schema();
+                let same = got.fields().len() == output.fields().len()
+                    && got
+                        .fields()
+                        .iter()
+                        .zip(output.fields())
+                        .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+                if !same {
+                    return Err(malformed(format!(
+                        "output batch {i} has columns ({}) but init declared ({})",
+                        describe_fields(&got),
+                        describe_fields(output)
+                    )));
+                }
+            }
+            Ok(batch)
+        })
+        .collect()
+}
+
+fn describe_fields(schema: &Schema) -> String {
+    schema.fields().iter().map(|f| format!("{} {}", f.name(), f.data_type())).collect::<Vec<_>>().join(", ")
+}
+
+pub(crate) fn describe(plugin: &Plugin) -> Result<PluginInfo, PluginError> {
+    let mut inst = Instance::new(plugin);
+    let component = &plugin.inner.component;
+    let linker = &plugin.inner.linker;
+    let info = match plugin.kind() {
+        super::PluginKind::Transform => {
+            let b = inst.call("instantiate", |s| TransformBindings::instantiate(s, component, linker))?;
+            inst.call("describe", |s| b.sluice_plugin_transformer().call_describe(s))?
+        }
+        super::PluginKind::Decoder => {
+            let b = inst.call("instantiate", |s| DecoderBindings::instantiate(s, component, linker))?;
+            inst.call("describe", |s| b.sluice_plugin_event_decoder().call_describe(s))?
+        }
+    };
+    Ok(info_from_wit(info))
+}
+
+/// A transform plugin instance: owned by one worker, reused for every batch.
+pub struct TransformInstance {
+    inst: Instance,
+    bindings: TransformBindings,
+    output: SchemaRef,
+    batches: u64,
+}
+
+impl TransformInstance {
+    pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], input: &Schema) -> Result<Self, PluginError> {
+        let mut inst = Instance::new(plugin);
+        let (component, linker) = (&plugin.inner.component, &plugin.inner.linker);
+        let bindings = inst.call("instantiate", |s| TransformBindings::instantiate(s, component, linker))?;
+        let input = schema_to_wit(input)
+            .map_err(|detail| PluginError::Init { plugin: plugin.name().into(), message: detail })?;
+        let config = config.to_vec();
+        let output = inst
+            .call("init", |s| bindings.sluice_plugin_transformer().call_init(s, &config, &input))?
+            .map_err(|e| PluginError::Init { plugin: plugin.name().into(), message: e.message })?;
+        let output = schema_from_wit(output).map_err(|detail| PluginError::Malformed {
+            plugin: plugin.name().into(),
+            call: "init".into(),
+            detail: format!("output schema: {detail}"),
+        })?;
+        Ok(Self { inst, bindings, output, batches: 0 })
+    }
+
+    /// The schema of the batches this instance produces for the default table.
+    pub fn output_schema(&self) -> &SchemaRef {
+        &self.output
+    }
+
+    /// Transform one batch. On error nothing of this batch may be passed downstream.
+    pub fn process(&mut self, batch: &Batch) -> Result<Vec<Batch>, PluginError> {
+        self.batches += 1;
+        let call = format!("batch {} ({} rows)", self.batches, batch.num_rows());
+        let plugin = self.inst.plugin.clone();
+        let (table, arrow_ipc, row_kinds) = batch.to_wire().map_err(|e| PluginError::Malformed {
+            plugin: plugin.name().into(),
+            call: call.clone(),
+            detail: format!("input cannot be encoded: {}", e.message),
+        })?;
+        let input = wit::Batch { table, arrow_ipc, row_kinds };
+        let bindings = &self.bindings;
+        let result = self.inst.call(&call, |s| bindings.sluice_plugin_transformer().call_process(s, &input))?;
+        let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
+        check_output(&plugin, &call, &self.output, batches)
+    }
+
+    /// The plugin's metric counters so far.
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        self.inst.counters()
+    }
+}
+
+/// A decoder plugin instance: owned by one worker, reused for every run of messages.
+pub struct DecoderInstance {
+    inst: Instance,
+    bindings: DecoderBindings,
+    output: SchemaRef,
+    batches: u64,
+}
+
+impl DecoderInstance {
+    pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], declared: &Schema) -> Result<Self, PluginError> {
+        let mut inst = Instance::new(plugin);
+        let (component, linker) = (&plugin.inner.component, &plugin.inner.linker);
+        let bindings = inst.call("instantiate", |s| DecoderBindings::instantiate(s, component, linker))?;
+        let declared = schema_to_wit(declared)
+            .map_err(|detail| PluginError::Init { plugin: plugin.name().into(), message: detail })?;
+        let config = config.to_vec();
+        let output = inst
+            .call("init", |s| bindings.sluice_plugin_event_decoder().call_init(s, &config, &declared))?
+            .map_err(|e| PluginError::Init { plugin: plugin.name().into(), message: e.message })?;
+        let output = schema_from_wit(output).map_err(|detail| PluginError::Malformed {
+            plugin: plugin.name().into(),
+            call: "init".into(),
+            detail: format!("output schema: {detail}"),
+        })?;
+        Ok(Self { inst, bindings, output, batches: 0 })
+    }
+
+    pub fn output_schema(&self) -> &SchemaRef {
+        &self.output
+    }
+
+    /// Decode a run of raw messages into batches with row kinds.
+    pub fn decode<M: AsRef<[u8]>>(&mut self, messages: &[M]) -> Result<Vec<Batch>, PluginError> {
+        self.batches += 1;
+        let call = format!("batch {} ({} messages)", self.batches, messages.len());
+        let plugin = self.inst.plugin.clone();
+        let total: usize = messages.iter().map(|m| m.as_ref().len()).sum();
+        let mut data = Vec::with_capacity(total);
+        let mut offsets = Vec::with_capacity(messages.len() + 1);
+        offsets.push(0u32);
+        for m in messages {
+            data.extend_from_slice(m.as_ref());
+            let end = u32::try_from(data.len()).map_err(|_| PluginError::Malformed {
+                plugin: plugin.name().into(),
+                call: call.clone(),
+                detail: "input over 4 GiB; decode fewer messages per call".into(),
+            })?;
+            offsets.push(end);
+        }
+        let input = wit::Messages { data, offsets };
+        let bindings = &self.bindings;
+        let result = self.inst.call(&call, |s| bindings.sluice_plugin_event_decoder().call_decode(s, &input))?;
+        let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
+        check_output(&plugin, &call, &self.output, batches)
+    }
+
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        self.inst.counters()
+    }
+}

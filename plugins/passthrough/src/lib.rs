@@ -1,0 +1,22 @@
+//! Returns every batch unchanged (after decoding and re-encoding it): the baseline of the
+//! plugin-boundary benchmark.
+
+use sluice_guest::prelude::*;
+
+struct Passthrough;
+
+impl Transform for Passthrough {
+    fn info() -> PluginInfo {
+        PluginInfo::new("passthrough", "Returns every batch unchanged")
+    }
+
+    fn init(_config: &Config, input: SchemaRef) -> Result<(Self, SchemaRef)> {
+        Ok((Passthrough, input))
+    }
+
+    fn process(&mut self, batch: Batch) -> Result<Vec<Batch>> {
+        Ok(vec![batch])
+    }
+}
+
+sluice_guest::export_transform!(Passthrough);
