@@ -92,11 +92,7 @@ impl<'a> Parser<'a> {
             .into_iter()
             .filter(|t| !matches!(t.token, Token::Whitespace(_)))
             .collect();
-        Ok(Parser {
-            sql,
-            tokens,
-            pos: 0,
-        })
+        Ok(Parser { sql, tokens, pos: 0 })
     }
 
     /// Current token.
@@ -106,10 +102,7 @@ impl<'a> Parser<'a> {
 
     /// Token `n` ahead.
     pub fn peek_at(&self, n: usize) -> &Token {
-        self.tokens
-            .get(self.pos + n)
-            .map(|t| &t.token)
-            .unwrap_or(&Token::EOF)
+        self.tokens.get(self.pos + n).map(|t| &t.token).unwrap_or(&Token::EOF)
     }
 
     /// Advances.
@@ -161,11 +154,7 @@ impl<'a> Parser<'a> {
 
     /// Requires `kw`.
     pub fn expect_kw(&mut self, kw: &str) -> PResult<()> {
-        if self.eat_kw(kw) {
-            Ok(())
-        } else {
-            self.unexpected(&format!("'{kw}'"))
-        }
+        if self.eat_kw(kw) { Ok(()) } else { self.unexpected(&format!("'{kw}'")) }
     }
 
     /// Consumes `t` if present.
@@ -180,11 +169,7 @@ impl<'a> Parser<'a> {
 
     /// Requires `t`.
     pub fn expect(&mut self, t: &Token) -> PResult<()> {
-        if self.eat(t) {
-            Ok(())
-        } else {
-            self.unexpected(&format!("'{t}'"))
-        }
+        if self.eat(t) { Ok(()) } else { self.unexpected(&format!("'{t}'")) }
     }
 
     /// At the end (a trailing `;` is allowed).
@@ -195,11 +180,7 @@ impl<'a> Parser<'a> {
 
     /// Requires the end of input.
     pub fn expect_end(&mut self) -> PResult<()> {
-        if self.at_end() {
-            Ok(())
-        } else {
-            self.unexpected("<EOF>")
-        }
+        if self.at_end() { Ok(()) } else { self.unexpected("<EOF>") }
     }
 
     /// An identifier (quoted or not).
@@ -221,20 +202,11 @@ impl<'a> Parser<'a> {
             if self.eat(&Token::Period) {
                 // catalog.db.table: the catalog is ignored.
                 let third = self.ident()?;
-                return Ok(ObjectName {
-                    db: Some(second),
-                    name: third,
-                });
+                return Ok(ObjectName { db: Some(second), name: third });
             }
-            Ok(ObjectName {
-                db: Some(first),
-                name: second,
-            })
+            Ok(ObjectName { db: Some(first), name: second })
         } else {
-            Ok(ObjectName {
-                db: None,
-                name: first,
-            })
+            Ok(ObjectName { db: None, name: first })
         }
     }
 
@@ -269,8 +241,7 @@ impl<'a> Parser<'a> {
         match self.peek().clone() {
             Token::Number(n, _) => {
                 self.pos += 1;
-                n.parse()
-                    .map_err(|_| SyntaxError(format!("Invalid number: {n}")))
+                n.parse().map_err(|_| SyntaxError(format!("Invalid number: {n}")))
             }
             _ => self.unexpected("a number"),
         }
@@ -454,22 +425,14 @@ impl<'a> Parser<'a> {
 
     fn buckets(&mut self) -> PResult<Buckets> {
         if self.eat_kw("BUCKETS") {
-            if self.eat_kw("AUTO") {
-                Ok(Buckets::Auto)
-            } else {
-                Ok(Buckets::Fixed(self.number()?))
-            }
+            if self.eat_kw("AUTO") { Ok(Buckets::Auto) } else { Ok(Buckets::Fixed(self.number()?)) }
         } else {
             Ok(Buckets::Auto)
         }
     }
 
     /// `CREATE TABLE` after the `CREATE TABLE` keywords (LIKE handled by the caller).
-    pub fn create_table_body(
-        &mut self,
-        name: ObjectName,
-        if_not_exists: bool,
-    ) -> PResult<CreateTable> {
+    pub fn create_table_body(&mut self, name: ObjectName, if_not_exists: bool) -> PResult<CreateTable> {
         self.expect(&Token::LParen)?;
         let mut columns = Vec::new();
         loop {
@@ -600,11 +563,7 @@ impl<'a> Parser<'a> {
                             agg: None,
                             auto_increment: false,
                         };
-                        ops.push(AlterOp::ModifyColumn(
-                            Box::new(col),
-                            true,
-                            ColumnPosition::Default,
-                        ));
+                        ops.push(AlterOp::ModifyColumn(Box::new(col), true, ColumnPosition::Default));
                     } else {
                         let col = self.column_def()?;
                         let pos = self.position()?;
@@ -647,15 +606,37 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// Lower-cases backtick-quoted identifiers: Doris column names are case-insensitive and the
+/// DataFusion side registers every name in lower case (unquoted names are normalised there).
+pub fn lower_quoted_idents(sql: &str) -> String {
+    let dialect = MySqlDialect {};
+    let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize_with_location() else {
+        return sql.to_string();
+    };
+    let mut out = sql.to_string();
+    // Replace from the end so earlier offsets stay valid.
+    for t in tokens.iter().rev() {
+        if let Token::Word(w) = &t.token
+            && w.quote_style == Some('`')
+            && w.value.chars().any(|c| c.is_ascii_uppercase())
+        {
+            let start = offset_of(sql, t.span.start.line, t.span.start.column);
+            let end = offset_of(sql, t.span.end.line, t.span.end.column);
+            if end > start && end <= out.len() {
+                out.replace_range(start..end, &format!("`{}`", w.value.to_ascii_lowercase()));
+            }
+        }
+    }
+    out
+}
+
 fn push_token(out: &mut String, t: &Token) {
     let s = match t {
         Token::Word(w) if w.quote_style.is_some() => format!("`{}`", w.value),
         Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => format!("\"{s}\""),
         other => other.to_string(),
     };
-    let glue = matches!(t, Token::LParen | Token::RParen | Token::Comma)
-        || out.ends_with('(')
-        || out.is_empty();
+    let glue = matches!(t, Token::LParen | Token::RParen | Token::Comma) || out.ends_with('(') || out.is_empty();
     if !glue {
         out.push(' ');
     }
@@ -706,10 +687,7 @@ PROPERTIES (
         assert_eq!(ct.columns.len(), 3);
         assert_eq!(ct.columns[1].ty, DorisType::Varchar(256));
         assert_eq!(ct.keys, Some((KeysType::Unique, vec!["id".to_string()])));
-        assert_eq!(
-            ct.distribution,
-            Some(Distribution::Hash(vec!["id".into()], Buckets::Fixed(1)))
-        );
+        assert_eq!(ct.distribution, Some(Distribution::Hash(vec!["id".into()], Buckets::Fixed(1))));
         assert_eq!(ct.properties[0].1, "tag.location.default: 3");
     }
 
@@ -730,6 +708,14 @@ PROPERTIES (
         assert!(ct.partition.unwrap().starts_with("PARTITION BY RANGE"));
         assert_eq!(ct.distribution, Some(Distribution::Random(Buckets::Auto)));
         assert_eq!(ct.comment, "c");
+    }
+
+    #[test]
+    fn lowers_quoted_identifiers_only() {
+        assert_eq!(
+            lower_quoted_idents("SELECT `COLUMN_NAME` FROM `information_schema`.`COLUMNS` WHERE `TABLE_SCHEMA`='Test'"),
+            "SELECT `column_name` FROM `information_schema`.`columns` WHERE `table_schema`='Test'"
+        );
     }
 
     #[test]

@@ -118,22 +118,15 @@ pub struct State {
 impl State {
     /// Looks a database up.
     pub fn db(&self, db: &str) -> Result<&Database, EngineError> {
-        self.dbs
-            .get(db)
-            .ok_or_else(|| EngineError::UnknownDatabase(db.to_string()))
+        self.dbs.get(db).ok_or_else(|| EngineError::UnknownDatabase(db.to_string()))
     }
     /// Looks a database up mutably.
     pub fn db_mut(&mut self, db: &str) -> Result<&mut Database, EngineError> {
-        self.dbs
-            .get_mut(db)
-            .ok_or_else(|| EngineError::UnknownDatabase(db.to_string()))
+        self.dbs.get_mut(db).ok_or_else(|| EngineError::UnknownDatabase(db.to_string()))
     }
     /// Looks a table up.
     pub fn table(&self, db: &str, table: &str) -> Result<&Table, EngineError> {
-        self.db(db)?
-            .tables
-            .get(table)
-            .ok_or_else(|| EngineError::UnknownTable(table.to_string(), db.to_string()))
+        self.db(db)?.tables.get(table).ok_or_else(|| EngineError::UnknownTable(table.to_string(), db.to_string()))
     }
     /// Looks a table up mutably.
     pub fn table_mut(&mut self, db: &str, table: &str) -> Result<&mut Table, EngineError> {
@@ -226,11 +219,7 @@ pub struct Begun {
 impl Engine {
     /// A new engine; replays `wal` when given.
     pub fn new(config: EngineConfig, wal: Option<WriteAheadLog>) -> Result<Engine, EngineError> {
-        let mut state = State {
-            next_id: 10000,
-            next_txn: 1000,
-            ..Default::default()
-        };
+        let mut state = State { next_id: 10000, next_txn: 1000, ..Default::default() };
         let records = match &wal {
             Some(w) => w.replay().map_err(|e| EngineError::Other(e.to_string()))?,
             None => Vec::new(),
@@ -241,15 +230,7 @@ impl Engine {
                     // A statement that failed at replay failed originally too: skip it.
                     let _ = ddl_in_state(&mut state, db.as_deref(), &sql);
                 }
-                LogRecord::Commit {
-                    db,
-                    table,
-                    txn_id,
-                    label,
-                    tso,
-                    commit_ms,
-                    write,
-                } => {
+                LogRecord::Commit { db, table, txn_id, label, tso, commit_ms, write } => {
                     state.tso.observe(tso);
                     state.next_txn = state.next_txn.max(txn_id + 1);
                     if let Ok(t) = state.table_mut(&db, &table) {
@@ -275,11 +256,7 @@ impl Engine {
                 }
             }
         }
-        Ok(Engine {
-            state: Mutex::new(state),
-            config,
-            wal: wal.map(Mutex::new),
-        })
+        Ok(Engine { state: Mutex::new(state), config, wal: wal.map(Mutex::new) })
     }
 
     /// Locks the state (a poisoned lock is recovered: the state is only mutated under
@@ -302,10 +279,7 @@ impl Engine {
     pub fn ddl(&self, current_db: Option<&str>, sql: &str) -> Result<String, EngineError> {
         let mut st = self.lock();
         let msg = ddl_in_state(&mut st, current_db, sql)?;
-        self.log(&LogRecord::Ddl {
-            db: current_db.map(str::to_string),
-            sql: sql.to_string(),
-        })?;
+        self.log(&LogRecord::Ddl { db: current_db.map(str::to_string), sql: sql.to_string() })?;
         Ok(msg)
     }
 
@@ -313,9 +287,7 @@ impl Engine {
         let now = Instant::now();
         let mut expired_labels = Vec::new();
         for t in st.txns.values_mut() {
-            if t.status == TxnStatus::Precommitted
-                && now.duration_since(t.since) > self.config.precommit_timeout
-            {
+            if t.status == TxnStatus::Precommitted && now.duration_since(t.since) > self.config.precommit_timeout {
                 t.status = TxnStatus::Aborted;
                 t.write = None;
                 t.reason = "timeout by txn manager".into();
@@ -346,18 +318,12 @@ impl Engine {
             && let Some(t) = st.txns.get(&id)
             && t.status != TxnStatus::Aborted
         {
-            return Err(EngineError::LabelExists {
-                label: label.to_string(),
-                txn_id: id,
-                status: t.status,
-            });
+            return Err(EngineError::LabelExists { label: label.to_string(), txn_id: id, status: t.status });
         }
         let running = st
             .txns
             .values()
-            .filter(|t| {
-                t.db == db && matches!(t.status, TxnStatus::Prepare | TxnStatus::Precommitted)
-            })
+            .filter(|t| t.db == db && matches!(t.status, TxnStatus::Prepare | TxnStatus::Precommitted))
             .count();
         if running >= self.config.max_running_txn_per_db {
             let db_id = st.db(db)?.id;
@@ -403,37 +369,20 @@ impl Engine {
         self.commit_locked(&mut st, txn_id, write)
     }
 
-    fn commit_locked(
-        &self,
-        st: &mut State,
-        txn_id: i64,
-        write: TableWrite,
-    ) -> Result<i64, EngineError> {
+    fn commit_locked(&self, st: &mut State, txn_id: i64, write: TableWrite) -> Result<i64, EngineError> {
         let (db, table, label) = match st.txns.get(&txn_id) {
             Some(t) => (t.db.clone(), t.table.clone(), t.label.clone()),
             None => {
-                return Err(EngineError::Other(format!(
-                    "transaction [{txn_id}] not found"
-                )));
+                return Err(EngineError::Other(format!("transaction [{txn_id}] not found")));
             }
         };
         let tso = st.tso.allocate();
         let commit_ms = Tso::now_ms();
         // Validate the table still exists before logging.
         st.table(&db, &table)?;
-        let rec = LogRecord::Commit {
-            db: db.clone(),
-            table: table.clone(),
-            txn_id,
-            label,
-            tso,
-            commit_ms,
-            write,
-        };
+        let rec = LogRecord::Commit { db: db.clone(), table: table.clone(), txn_id, label, tso, commit_ms, write };
         self.log(&rec)?;
-        let LogRecord::Commit { write, .. } = rec else {
-            unreachable!("constructed above")
-        };
+        let LogRecord::Commit { write, .. } = rec else { unreachable!("constructed above") };
         st.table_mut(&db, &table)?.apply(&write, tso, commit_ms);
         if let Some(t) = st.txns.get_mut(&txn_id) {
             t.status = TxnStatus::Visible;
@@ -455,26 +404,16 @@ impl Engine {
     }
 
     /// Resolves a 2PC operation target: by id, or by label within `db`.
-    pub fn resolve_txn(
-        &self,
-        db: &str,
-        txn_id: Option<i64>,
-        label: Option<&str>,
-    ) -> Result<i64, EngineError> {
+    pub fn resolve_txn(&self, db: &str, txn_id: Option<i64>, label: Option<&str>) -> Result<i64, EngineError> {
         let mut st = self.lock();
         self.sweep(&mut st);
         st.db(db)?;
         match (txn_id, label) {
             (Some(id), _) => Ok(id),
-            (None, Some(l)) => st
-                .db(db)?
-                .labels
-                .get(l)
-                .copied()
-                .ok_or_else(|| EngineError::Other(format!("label [{l}] not found"))),
-            (None, None) => Err(EngineError::Other(
-                "No transaction id or label selected.".into(),
-            )),
+            (None, Some(l)) => {
+                st.db(db)?.labels.get(l).copied().ok_or_else(|| EngineError::Other(format!("label [{l}] not found")))
+            }
+            (None, None) => Err(EngineError::Other("No transaction id or label selected.".into())),
         }
     }
 
@@ -483,28 +422,23 @@ impl Engine {
         let mut st = self.lock();
         self.sweep(&mut st);
         let Some(t) = st.txns.get_mut(&txn_id) else {
-            return Err(EngineError::Other(format!(
-                "transaction [{txn_id}] not found"
-            )));
+            return Err(EngineError::Other(format!("transaction [{txn_id}] not found")));
         };
         match t.status {
             TxnStatus::Precommitted => {
-                let write = t.write.take().unwrap_or(TableWrite::Rows {
-                    ops: Vec::new(),
-                    partial: None,
-                });
+                let write = t.write.take().unwrap_or(TableWrite::Rows { ops: Vec::new(), partial: None });
                 self.commit_locked(&mut st, txn_id, write).map(|_| ())
             }
-            TxnStatus::Visible => Err(EngineError::Other(format!(
-                "transaction [{txn_id}] is already visible, not pre-committed."
-            ))),
+            TxnStatus::Visible => {
+                Err(EngineError::Other(format!("transaction [{txn_id}] is already visible, not pre-committed.")))
+            }
             TxnStatus::Aborted => Err(EngineError::Other(format!(
                 "transaction [{txn_id}] is already aborted. abort reason: {}",
                 t.reason
             ))),
-            TxnStatus::Prepare => Err(EngineError::Other(format!(
-                "transaction [{txn_id}] is prepare, not pre-committed"
-            ))),
+            TxnStatus::Prepare => {
+                Err(EngineError::Other(format!("transaction [{txn_id}] is prepare, not pre-committed")))
+            }
         }
     }
 
@@ -513,14 +447,12 @@ impl Engine {
         let mut st = self.lock();
         self.sweep(&mut st);
         let Some(t) = st.txns.get_mut(&txn_id) else {
-            return Err(EngineError::Other(format!(
-                "transaction [{txn_id}] not found"
-            )));
+            return Err(EngineError::Other(format!("transaction [{txn_id}] not found")));
         };
         match t.status {
-            TxnStatus::Visible => Err(EngineError::Other(format!(
-                "transaction [{txn_id}] is already visible, could not abort."
-            ))),
+            TxnStatus::Visible => {
+                Err(EngineError::Other(format!("transaction [{txn_id}] is already visible, could not abort.")))
+            }
             TxnStatus::Aborted => Err(EngineError::Other(format!(
                 "transaction [{txn_id}] is already aborted. abort reason: {}",
                 t.reason
@@ -540,11 +472,7 @@ impl Engine {
         let mut st = self.lock();
         self.sweep(&mut st);
         let d = st.db(db)?;
-        Ok(d.labels
-            .get(label)
-            .and_then(|id| st.txns.get(id))
-            .map(|t| t.status.name())
-            .unwrap_or("UNKNOWN"))
+        Ok(d.labels.get(label).and_then(|id| st.txns.get(id)).map(|t| t.status.name()).unwrap_or("UNKNOWN"))
     }
 
     /// Keeps a rejected-rows log and returns its file name.
@@ -562,28 +490,19 @@ impl Engine {
 }
 
 fn resolve_db<'a>(name: &'a ObjectName, current: Option<&'a str>) -> Result<&'a str, EngineError> {
-    name.db
-        .as_deref()
-        .or(current)
-        .ok_or(EngineError::NoDatabase)
+    name.db.as_deref().or(current).ok_or(EngineError::NoDatabase)
 }
 
 fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
     let mut columns = ct.columns.clone();
     if columns.is_empty() {
-        return Err(EngineError::Other(
-            "Table should have at least one column".into(),
-        ));
+        return Err(EngineError::Other("Table should have at least one column".into()));
     }
     let (keys_type, key_names) = match &ct.keys {
         Some((k, names)) => (*k, names.clone()),
         None => {
-            let names: Vec<String> = columns
-                .iter()
-                .take_while(|c| c.ty.can_be_key())
-                .take(3)
-                .map(|c| c.name.clone())
-                .collect();
+            let names: Vec<String> =
+                columns.iter().take_while(|c| c.ty.can_be_key()).take(3).map(|c| c.name.clone()).collect();
             (KeysType::Duplicate, names)
         }
     };
@@ -592,9 +511,7 @@ fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
             Some(c) if c.name.eq_ignore_ascii_case(k) => {}
             _ => {
                 if !columns.iter().any(|c| c.name.eq_ignore_ascii_case(k)) {
-                    return Err(EngineError::Other(format!(
-                        "Key column[{k}] doesn't exist."
-                    )));
+                    return Err(EngineError::Other(format!("Key column[{k}] doesn't exist.")));
                 }
                 return Err(EngineError::Other(format!(
                     "Key columns should be a ordered prefix of the schema. KeyColumns[{i}] (starts from zero) is {k}, but corresponding column is {} in the previous columns declaration.",
@@ -620,10 +537,7 @@ fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
             }
             (KeysType::Aggregate, false, Some(_)) => {}
             (_, _, Some(_)) => {
-                return Err(EngineError::Other(format!(
-                    "Key column {} can not set aggregation type",
-                    c.name
-                )));
+                return Err(EngineError::Other(format!("Key column {} can not set aggregation type", c.name)));
             }
             _ => {}
         }
@@ -632,18 +546,14 @@ fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
         Some(Distribution::Hash(cols, b)) => {
             for c in cols {
                 if !columns.iter().any(|x| x.name.eq_ignore_ascii_case(c)) {
-                    return Err(EngineError::Other(format!(
-                        "Distribution column[{c}] is not found"
-                    )));
+                    return Err(EngineError::Other(format!("Distribution column[{c}] is not found")));
                 }
             }
             Distribution::Hash(cols.clone(), *b)
         }
         Some(Distribution::Random(b)) => {
             if keys_type != KeysType::Duplicate {
-                return Err(EngineError::Other(
-                    "Random distribution for non-duplicate table is unsupported".into(),
-                ));
+                return Err(EngineError::Other("Random distribution for non-duplicate table is unsupported".into()));
             }
             Distribution::Random(*b)
         }
@@ -661,32 +571,21 @@ fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
     };
     if let Some(c) = schema.property("function_column.sequence_col") {
         if keys_type != KeysType::Unique {
-            return Err(EngineError::Other(
-                "sequence column only support UNIQUE_KEYS".into(),
-            ));
+            return Err(EngineError::Other("sequence column only support UNIQUE_KEYS".into()));
         }
         if schema.column_index(c).is_none() {
-            return Err(EngineError::Other(format!(
-                "The specified sequence column[{c}] not exists"
-            )));
+            return Err(EngineError::Other(format!("The specified sequence column[{c}] not exists")));
         }
     }
     if schema.changelog_enabled() {
         if keys_type == KeysType::Aggregate {
-            return Err(EngineError::Other(
-                "Only duplicate and mow table model support binlog<Row>".into(),
-            ));
+            return Err(EngineError::Other("Only duplicate and mow table model support binlog<Row>".into()));
         }
         if keys_type == KeysType::Duplicate && schema.changelog_historical() {
-            return Err(EngineError::Other(
-                "Duplicate table model don't support record historical value".into(),
-            ));
+            return Err(EngineError::Other("Duplicate table model don't support record historical value".into()));
         }
     }
-    if schema
-        .property("binlog.format")
-        .is_some_and(|f| f != "ROW" && f.eq_ignore_ascii_case("row"))
-    {
+    if schema.property("binlog.format").is_some_and(|f| f != "ROW" && f.eq_ignore_ascii_case("row")) {
         return Err(EngineError::Other(format!(
             "Invalid binlog format value: {}",
             schema.property("binlog.format").unwrap_or_default()
@@ -696,11 +595,7 @@ fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
 }
 
 /// Executes one DDL statement against the state; returns an info string.
-pub fn ddl_in_state(
-    st: &mut State,
-    current: Option<&str>,
-    sql: &str,
-) -> Result<String, EngineError> {
+pub fn ddl_in_state(st: &mut State, current: Option<&str>, sql: &str) -> Result<String, EngineError> {
     let mut p = Parser::new(sql)?;
     if p.eat_kw("CREATE") {
         if p.eat_kw("DATABASE") || p.eat_kw("SCHEMA") {
@@ -711,21 +606,11 @@ pub fn ddl_in_state(
             }
             p.expect_end()?;
             if st.dbs.contains_key(&name) {
-                return if ine {
-                    Ok(String::new())
-                } else {
-                    Err(EngineError::DatabaseExists(name))
-                };
+                return if ine { Ok(String::new()) } else { Err(EngineError::DatabaseExists(name)) };
             }
             st.next_id += 1;
             let id = st.next_id;
-            st.dbs.insert(
-                name,
-                Database {
-                    id,
-                    ..Default::default()
-                },
-            );
+            st.dbs.insert(name, Database { id, ..Default::default() });
             return Ok(String::new());
         }
         p.eat_kw("EXTERNAL");
@@ -744,11 +629,7 @@ pub fn ddl_in_state(
             build_schema(&ct)?
         };
         if st.db(&db)?.tables.contains_key(&name.name) {
-            return if ine {
-                Ok(String::new())
-            } else {
-                Err(EngineError::TableExists(name.name))
-            };
+            return if ine { Ok(String::new()) } else { Err(EngineError::TableExists(name.name)) };
         }
         st.next_id += 1;
         let id = st.next_id;
@@ -763,9 +644,7 @@ pub fn ddl_in_state(
             p.eat_kw("FORCE");
             p.expect_end()?;
             if st.dbs.remove(&name).is_none() && !ie {
-                return Err(EngineError::Other(format!(
-                    "Can't drop database '{name}'; database doesn't exist"
-                )));
+                return Err(EngineError::Other(format!("Can't drop database '{name}'; database doesn't exist")));
             }
             return Ok(String::new());
         }
@@ -800,18 +679,13 @@ pub fn ddl_in_state(
         }
         return Ok(String::new());
     }
-    Err(EngineError::Syntax(format!(
-        "Unsupported DDL statement: {sql}"
-    )))
+    Err(EngineError::Syntax(format!("Unsupported DDL statement: {sql}")))
 }
 
 fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), EngineError> {
     let changelog = st.table(db, table)?.schema.changelog_enabled();
-    let not_allowed = || {
-        EngineError::Other(
-            "Not allowed to perform current operation on Table With binlog<row>".into(),
-        )
-    };
+    let not_allowed =
+        || EngineError::Other("Not allowed to perform current operation on Table With binlog<row>".into());
     if let AlterOp::Rename(new) = &op {
         let d = st.db_mut(db)?;
         if d.tables.contains_key(new) {
@@ -831,9 +705,7 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
                 ColumnPosition::Default => t.schema.columns.len(),
                 ColumnPosition::First => 0,
                 ColumnPosition::After(c) => {
-                    t.schema
-                        .column_index(c)
-                        .ok_or_else(|| EngineError::UnknownColumn(c.clone(), table.to_string()))?
+                    t.schema.column_index(c).ok_or_else(|| EngineError::UnknownColumn(c.clone(), table.to_string()))?
                         + 1
                 }
             };
@@ -854,14 +726,10 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
             }
         }
         AlterOp::DropColumn(c) => {
-            let i = t
-                .schema
-                .column_index(&c)
-                .ok_or_else(|| EngineError::UnknownColumn(c.clone(), table.to_string()))?;
+            let i =
+                t.schema.column_index(&c).ok_or_else(|| EngineError::UnknownColumn(c.clone(), table.to_string()))?;
             if i < t.schema.key_count && t.schema.keys_type != KeysType::Duplicate {
-                return Err(EngineError::Other(format!(
-                    "Can not drop key column in Unique data model table: {c}"
-                )));
+                return Err(EngineError::Other(format!("Can not drop key column in Unique data model table: {c}")));
             }
             if t.schema.columns.len() == 1 {
                 return Err(EngineError::Other("Do not allow remove all columns".into()));
@@ -898,20 +766,14 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
             t.schema.columns[i] = newc;
             if old_ty != new_ty {
                 t.map_rows(|row| {
-                    let v = old_ty
-                        .render(&row[i])
-                        .and_then(|s| new_ty.parse_text(&s).ok())
-                        .unwrap_or(Value::Null);
+                    let v = old_ty.render(&row[i]).and_then(|s| new_ty.parse_text(&s).ok()).unwrap_or(Value::Null);
                     row[i] = v;
                 });
             }
             let target = match pos {
                 ColumnPosition::Default => None,
                 ColumnPosition::First => Some(0),
-                ColumnPosition::After(a) => t
-                    .schema
-                    .column_index(&a)
-                    .map(|x| if x < i { x + 1 } else { x }),
+                ColumnPosition::After(a) => t.schema.column_index(&a).map(|x| if x < i { x + 1 } else { x }),
             };
             if let Some(to) = target
                 && to != i
@@ -930,14 +792,10 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
             if changelog {
                 return Err(not_allowed());
             }
-            let i = t
-                .schema
-                .column_index(&a)
-                .ok_or_else(|| EngineError::UnknownColumn(a.clone(), table.to_string()))?;
+            let i =
+                t.schema.column_index(&a).ok_or_else(|| EngineError::UnknownColumn(a.clone(), table.to_string()))?;
             if t.schema.column_index(&b).is_some() {
-                return Err(EngineError::Other(format!(
-                    "Column name[{b}] is already used"
-                )));
+                return Err(EngineError::Other(format!("Column name[{b}] is already used")));
             }
             t.schema.columns[i].name = b.clone();
             if let Distribution::Hash(cols, _) = &mut t.schema.distribution {
@@ -957,9 +815,7 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
         AlterOp::SetProperties(props) => {
             for (k, v) in props {
                 if (k == "binlog.enable" || k == "changelog.enable") && changelog && v == "false" {
-                    return Err(EngineError::Other(
-                        "can't disable binlog when format is [Row]".into(),
-                    ));
+                    return Err(EngineError::Other("can't disable binlog when format is [Row]".into()));
                 }
                 match t.schema.properties.iter_mut().find(|(x, _)| *x == k) {
                     Some(e) => e.1 = v,
@@ -995,9 +851,7 @@ pub fn show_create_table(t: &Table) -> String {
                 line.push_str(" AUTO_INCREMENT(1)");
             }
             match &c.default {
-                Some(crate::storage::DefaultValue::Literal(v)) => {
-                    line.push_str(&format!(" DEFAULT \"{v}\""))
-                }
+                Some(crate::storage::DefaultValue::Literal(v)) => line.push_str(&format!(" DEFAULT \"{v}\"")),
                 Some(crate::storage::DefaultValue::Null) => line.push_str(" DEFAULT NULL"),
                 Some(crate::storage::DefaultValue::CurrentTimestamp(p)) => match p {
                     Some(p) => line.push_str(&format!(" DEFAULT CURRENT_TIMESTAMP({p})")),
@@ -1013,10 +867,7 @@ pub fn show_create_table(t: &Table) -> String {
         .collect();
     out.push_str(&cols.join(",\n"));
     out.push_str("\n) ENGINE=OLAP\n");
-    let keys: Vec<String> = s.columns[..s.key_count]
-        .iter()
-        .map(|c| format!("`{}`", c.name))
-        .collect();
+    let keys: Vec<String> = s.columns[..s.key_count].iter().map(|c| format!("`{}`", c.name)).collect();
     out.push_str(&format!("{} KEY({})\n", s.keys_type.sql(), keys.join(", ")));
     if s.comment.is_empty() {
         out.push_str("COMMENT 'OLAP'\n");
@@ -1034,11 +885,7 @@ pub fn show_create_table(t: &Table) -> String {
     match &s.distribution {
         Distribution::Hash(cols, b) => {
             let cols: Vec<String> = cols.iter().map(|c| format!("`{c}`")).collect();
-            out.push_str(&format!(
-                "DISTRIBUTED BY HASH({}) BUCKETS {}\n",
-                cols.join(", "),
-                buckets(b)
-            ));
+            out.push_str(&format!("DISTRIBUTED BY HASH({}) BUCKETS {}\n", cols.join(", "), buckets(b)));
         }
         Distribution::Random(b) => {
             out.push_str(&format!("DISTRIBUTED BY RANDOM BUCKETS {}\n", buckets(b)));
@@ -1055,25 +902,16 @@ pub fn show_create_table(t: &Table) -> String {
             props.push((k.clone(), v.clone()));
         }
     }
-    let mut all = vec![(
-        "replication_allocation".to_string(),
-        replication.unwrap_or_else(|| "tag.location.default: 1".into()),
-    )];
+    let mut all =
+        vec![("replication_allocation".to_string(), replication.unwrap_or_else(|| "tag.location.default: 1".into()))];
     all.extend(props);
-    if s.keys_type == KeysType::Unique
-        && !all
-            .iter()
-            .any(|(k, _)| k == "enable_unique_key_merge_on_write")
-    {
+    if s.keys_type == KeysType::Unique && !all.iter().any(|(k, _)| k == "enable_unique_key_merge_on_write") {
         all.push(("enable_unique_key_merge_on_write".into(), "true".into()));
     }
     if !all.iter().any(|(k, _)| k == "light_schema_change") {
         all.push(("light_schema_change".into(), "true".into()));
     }
-    let props: Vec<String> = all
-        .iter()
-        .map(|(k, v)| format!("\"{k}\" = \"{v}\""))
-        .collect();
+    let props: Vec<String> = all.iter().map(|(k, v)| format!("\"{k}\" = \"{v}\"")).collect();
     out.push_str("PROPERTIES (\n");
     out.push_str(&props.join(",\n"));
     out.push_str("\n);");
@@ -1092,11 +930,8 @@ mod tests {
     fn engine() -> Engine {
         let e = Engine::new(EngineConfig::default(), None).unwrap();
         e.ddl(None, "CREATE DATABASE test").unwrap();
-        e.ddl(
-            Some("test"),
-            "CREATE TABLE t (id INT, v VARCHAR(10)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
-        )
-        .unwrap();
+        e.ddl(Some("test"), "CREATE TABLE t (id INT, v VARCHAR(10)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2")
+            .unwrap();
         e
     }
 
@@ -1104,13 +939,7 @@ mod tests {
     fn labels_and_2pc() {
         let e = engine();
         let b = e.begin("test", "t", "l1").unwrap();
-        e.precommit(
-            b.txn_id,
-            TableWrite::Rows {
-                ops: vec![],
-                partial: None,
-            },
-        );
+        e.precommit(b.txn_id, TableWrite::Rows { ops: vec![], partial: None });
         match e.begin("test", "t", "l1") {
             Err(EngineError::LabelExists { status, txn_id, .. }) => {
                 assert_eq!(status.job_status(), "PRECOMMITTED");
@@ -1120,13 +949,7 @@ mod tests {
         }
         e.commit_2pc(b.txn_id).unwrap();
         let err = e.commit_2pc(b.txn_id).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            format!(
-                "transaction [{}] is already visible, not pre-committed.",
-                b.txn_id
-            )
-        );
+        assert_eq!(err, format!("transaction [{}] is already visible, not pre-committed.", b.txn_id));
         assert_eq!(e.label_state("test", "l1").unwrap(), "VISIBLE");
         let b2 = e.begin("test", "t", "l2").unwrap();
         e.abort(b2.txn_id, "bad data");
@@ -1137,28 +960,14 @@ mod tests {
     #[test]
     fn ddl_errors() {
         let e = engine();
-        assert!(matches!(
-            e.ddl(None, "CREATE DATABASE test"),
-            Err(EngineError::DatabaseExists(_))
-        ));
+        assert!(matches!(e.ddl(None, "CREATE DATABASE test"), Err(EngineError::DatabaseExists(_))));
         assert!(matches!(
             e.ddl(Some("test"), "CREATE TABLE t (id INT) DUPLICATE KEY(id)"),
             Err(EngineError::TableExists(_))
         ));
-        e.ddl(
-            Some("test"),
-            "ALTER TABLE t ADD COLUMN (a INT, b INT DEFAULT \"7\") AFTER id",
-        )
-        .unwrap();
+        e.ddl(Some("test"), "ALTER TABLE t ADD COLUMN (a INT, b INT DEFAULT \"7\") AFTER id").unwrap();
         let st = e.lock();
-        let names: Vec<&str> = st
-            .table("test", "t")
-            .unwrap()
-            .schema
-            .columns
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
+        let names: Vec<&str> = st.table("test", "t").unwrap().schema.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, vec!["id", "a", "b", "v"]);
         let ddl = show_create_table(st.table("test", "t").unwrap());
         assert!(ddl.contains("UNIQUE KEY(`id`)"), "{ddl}");

@@ -48,12 +48,7 @@ fn pretty(v: &Json) -> String {
 }
 
 fn json_response(body: String) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        body,
-    )
-        .into_response()
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json; charset=utf-8")], body).into_response()
 }
 
 /// The v2 envelope `{"msg","code","data","count"}`.
@@ -85,16 +80,10 @@ enum Auth {
 }
 
 fn check_auth(headers: &HeaderMap, users: &HashMap<String, String>) -> Auth {
-    let Some(h) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let Some(h) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
         return Auth::Missing;
     };
-    let Some(b64) = h
-        .strip_prefix("Basic ")
-        .or_else(|| h.strip_prefix("basic "))
-    else {
+    let Some(b64) = h.strip_prefix("Basic ").or_else(|| h.strip_prefix("basic ")) else {
         return Auth::Missing;
     };
     let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(b64.trim()) else {
@@ -105,10 +94,7 @@ fn check_auth(headers: &HeaderMap, users: &HashMap<String, String>) -> Auth {
     // Redirected credentials may carry the cluster: `root@default_cluster`.
     let user = user.split('@').next().unwrap_or(user).to_string();
     match users.get(&user) {
-        Some(p) if p == password => Auth::Ok {
-            user,
-            password: password.to_string(),
-        },
+        Some(p) if p == password => Auth::Ok { user, password: password.to_string() },
         _ => Auth::Denied(format!(
             "Access denied for user '{user}@127.0.0.1' (using password: {})",
             if password.is_empty() { "NO" } else { "YES" }
@@ -135,16 +121,10 @@ pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/api/{db}/{table}/_stream_load", put(stream_load))
         .route("/api/{db}/_stream_load_2pc", put(stream_load_2pc_db))
-        .route(
-            "/api/{db}/{table}/_stream_load_2pc",
-            put(stream_load_2pc_table),
-        )
+        .route("/api/{db}/{table}/_stream_load_2pc", put(stream_load_2pc_table))
         .route("/api/{db}/get_load_state", get(get_load_state))
         .route("/api/{db}/{table}/_schema", get(table_schema))
-        .route(
-            "/api/{catalog}/{db}/{table}/_schema",
-            get(table_schema_catalog),
-        )
+        .route("/api/{catalog}/{db}/{table}/_schema", get(table_schema_catalog))
         .route("/api/backends", get(backends))
         .route("/api/health", get(health))
         .route("/api/bootstrap", get(bootstrap))
@@ -155,11 +135,21 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
+/// Percent-encodes what RFC 3986 does not allow in userinfo.
+fn userinfo_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn header_str(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(|s| s.trim().to_string())
+    headers.get(name).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_string())
 }
 
 /// Fields of a Stream Load reply (§1.9).
@@ -190,13 +180,7 @@ struct LoadReply {
 
 impl LoadReply {
     fn failed(label: String, message: String) -> LoadReply {
-        LoadReply {
-            txn_id: -1,
-            label,
-            status: "Fail",
-            message,
-            ..Default::default()
-        }
+        LoadReply { txn_id: -1, label, status: "Fail", message, ..Default::default() }
     }
 
     fn into_response(self) -> Response {
@@ -207,10 +191,7 @@ impl LoadReply {
         if self.group_commit {
             m.insert("GroupCommit".into(), json!(true));
         } else {
-            m.insert(
-                "TwoPhaseCommit".into(),
-                json!(if self.two_phase { "true" } else { "false" }),
-            );
+            m.insert("TwoPhaseCommit".into(), json!(if self.two_phase { "true" } else { "false" }));
         }
         m.insert("Status".into(), json!(self.status));
         if let Some(e) = self.existing {
@@ -241,10 +222,7 @@ impl LoadReply {
 }
 
 fn random_label() -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let a = (n as u64).wrapping_mul(0x9e3779b97f4a7c15);
     let b = (n >> 32) as u64 ^ a.rotate_left(17);
     format!(
@@ -279,8 +257,11 @@ async fn stream_load(
         if table.is_empty() {
             return rest_base("FAILED", "No table selected.");
         }
+        // Java's URI constructor percent-encodes the `@` of `user@default_cluster`.
         let location = format!(
-            "http://{user}@default_cluster:{password}@{}:{}{}?{}",
+            "http://{}%40default_cluster:{}@{}:{}{}?{}",
+            userinfo_escape(&user),
+            userinfo_escape(&password),
             st.info.host,
             st.info.be_http_port,
             uri.path(),
@@ -288,41 +269,25 @@ async fn stream_load(
         );
         return (
             StatusCode::TEMPORARY_REDIRECT,
-            [
-                (header::LOCATION, location),
-                (header::CONTENT_TYPE, "text/html;charset=utf-8".to_string()),
-            ],
+            [(header::LOCATION, location), (header::CONTENT_TYPE, "text/html;charset=utf-8".to_string())],
         )
             .into_response();
     }
     be_stream_load(st, db, table, headers, body).await
 }
 
-async fn be_stream_load(
-    st: HttpState,
-    db: String,
-    table: String,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn be_stream_load(st: HttpState, db: String, table: String, headers: HeaderMap, body: Body) -> Response {
     let start = Instant::now();
     let get = |k: &str| header_str(&headers, k);
     let label_hdr = get("label").unwrap_or_default();
     match check_auth(&headers, &st.users) {
         Auth::Ok { .. } => {}
         Auth::Missing => {
-            return LoadReply::failed(
-                label_hdr,
-                "[NOT_AUTHORIZED]no valid Basic authorization".into(),
-            )
-            .into_response();
+            return LoadReply::failed(label_hdr, "[NOT_AUTHORIZED]no valid Basic authorization".into()).into_response();
         }
         Auth::Denied(m) => {
-            return LoadReply::failed(
-                label_hdr,
-                format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {m}"),
-            )
-            .into_response();
+            return LoadReply::failed(label_hdr, format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {m}"))
+                .into_response();
         }
     }
     let has_len = headers.contains_key(header::CONTENT_LENGTH);
@@ -341,8 +306,7 @@ async fn be_stream_load(
         Ok(o) => o,
         Err(m) => return LoadReply::failed(label_hdr, m).into_response(),
     };
-    let group_commit =
-        opts.group_commit != GroupCommit::Off && !opts.two_phase_commit && !opts.partial;
+    let group_commit = opts.group_commit != GroupCommit::Off && !opts.two_phase_commit && !opts.partial;
     let label = match &opts.label {
         Some(l) => l.clone(),
         None if group_commit => {
@@ -354,11 +318,7 @@ async fn be_stream_load(
     let begin_t = Instant::now();
     let begun = match st.engine.begin(&db, &table, &label) {
         Ok(b) => b,
-        Err(EngineError::LabelExists {
-            label: l,
-            txn_id,
-            status,
-        }) => {
+        Err(EngineError::LabelExists { label: l, txn_id, status }) => {
             let mut r = LoadReply::failed(
                 label.clone(),
                 format!(
@@ -372,10 +332,7 @@ async fn be_stream_load(
             return r.into_response();
         }
         Err(e) => {
-            let mut r = LoadReply::failed(
-                label,
-                format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {e}"),
-            );
+            let mut r = LoadReply::failed(label, format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {e}"));
             r.comment = opts.comment.clone();
             return r.into_response();
         }
@@ -406,10 +363,7 @@ async fn be_stream_load(
         match chunk {
             Ok(c) => data.extend_from_slice(&c),
             Err(e) => {
-                return fail(
-                    reply,
-                    format!("[INTERNAL_ERROR]failed to read the body: {e}"),
-                );
+                return fail(reply, format!("[INTERNAL_ERROR]failed to read the body: {e}"));
             }
         }
     }
@@ -419,18 +373,12 @@ async fn be_stream_load(
         && let Some(cl) = get("content-length").and_then(|v| v.parse::<u64>().ok())
         && cl != data.len() as u64
     {
-        return fail(
-            reply,
-            "[INTERNAL_ERROR]receive body don't equal with body bytes".into(),
-        );
+        return fail(reply, "[INTERNAL_ERROR]receive body don't equal with body bytes".into());
     }
     if opts.gzip {
         let mut out = Vec::with_capacity(data.len() * 4);
         if let Err(e) = flate2::read::MultiGzDecoder::new(&data[..]).read_to_end(&mut out) {
-            return fail(
-                reply,
-                format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"),
-            );
+            return fail(reply, format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"));
         }
         data = out;
     }
@@ -448,10 +396,8 @@ async fn be_stream_load(
     reply.loaded = outcome.total - outcome.filtered - outcome.unselected;
     if !outcome.errors.is_empty() {
         let file = st.engine.store_error_log(outcome.errors.join("\n") + "\n");
-        reply.error_url = Some(format!(
-            "http://{}:{}/api/_load_error_log?file={file}",
-            st.info.host, st.info.be_http_port
-        ));
+        reply.error_url =
+            Some(format!("http://{}:{}/api/_load_error_log?file={file}", st.info.host, st.info.be_http_port));
     }
     let denominator = outcome.total - outcome.unselected;
     if denominator > 0 && outcome.filtered as f64 / denominator as f64 > opts.max_filter_ratio {
@@ -473,11 +419,7 @@ async fn be_stream_load(
     reply.into_response()
 }
 
-async fn stream_load_2pc_db(
-    State(st): State<HttpState>,
-    Path(db): Path<String>,
-    headers: HeaderMap,
-) -> Response {
+async fn stream_load_2pc_db(State(st): State<HttpState>, Path(db): Path<String>, headers: HeaderMap) -> Response {
     two_pc(st, db, headers).await
 }
 
@@ -504,43 +446,27 @@ async fn two_pc(st: HttpState, db: String, headers: HeaderMap) -> Response {
         return rest_base("FAILED", "No transaction id or label selected.");
     }
     let Some(op) = header_str(&headers, "txn_operation").filter(|s| !s.is_empty()) else {
-        return rest_base(
-            "FAILED",
-            "No transaction operation('commit' or 'abort') selected.",
-        );
+        return rest_base("FAILED", "No transaction operation('commit' or 'abort') selected.");
     };
     let txn_id = match &txn_hdr {
         Some(t) => match t.parse::<i64>() {
             Ok(v) => Some(v),
             Err(e) => {
-                return two_pc_reply(
-                    "INVALID_ARGUMENT",
-                    &format!("convert txn_id [{t}] failed, reason={e}"),
-                );
+                return two_pc_reply("INVALID_ARGUMENT", &format!("convert txn_id [{t}] failed, reason={e}"));
             }
         },
         None => None,
     };
     if op != "commit" && op != "abort" {
-        return two_pc_reply(
-            "INVALID_ARGUMENT",
-            "transaction operation should be 'commit' or 'abort'",
-        );
+        return two_pc_reply("INVALID_ARGUMENT", "transaction operation should be 'commit' or 'abort'");
     }
     let id = match st.engine.resolve_txn(&db, txn_id, label.as_deref()) {
         Ok(id) => id,
         Err(e) => {
-            return two_pc_reply(
-                "ANALYSIS_ERROR",
-                &format!("TStatus: errCode = 2, detailMessage = {e}"),
-            );
+            return two_pc_reply("ANALYSIS_ERROR", &format!("TStatus: errCode = 2, detailMessage = {e}"));
         }
     };
-    let res = if op == "commit" {
-        st.engine.commit_2pc(id)
-    } else {
-        st.engine.abort_2pc(id)
-    };
+    let res = if op == "commit" { st.engine.commit_2pc(id) } else { st.engine.abort_2pc(id) };
     match res {
         Ok(()) => {
             let what = match (&txn_id, &label) {
@@ -549,10 +475,7 @@ async fn two_pc(st: HttpState, db: String, headers: HeaderMap) -> Response {
             };
             two_pc_reply("Success", &format!("{what} {op} successfully."))
         }
-        Err(e) => two_pc_reply(
-            "ANALYSIS_ERROR",
-            &format!("TStatus: errCode = 2, detailMessage = {e}"),
-        ),
+        Err(e) => two_pc_reply("ANALYSIS_ERROR", &format!("TStatus: errCode = 2, detailMessage = {e}")),
     }
 }
 
@@ -610,10 +533,7 @@ fn schema_response(st: &HttpState, db: &str, table: &str) -> Response {
                 _ => String::new(),
             };
             m.insert("aggregation_type".into(), json!(agg));
-            if let crate::types::DorisType::Decimal {
-                precision, scale, ..
-            } = &c.ty
-            {
+            if let crate::types::DorisType::Decimal { precision, scale, .. } = &c.ty {
                 m.insert("precision".into(), json!(precision.to_string()));
                 m.insert("scale".into(), json!(scale.to_string()));
             }
@@ -629,9 +549,7 @@ fn schema_response(st: &HttpState, db: &str, table: &str) -> Response {
 
 async fn backends(State(st): State<HttpState>, headers: HeaderMap) -> Response {
     let _ = require_auth!(st, headers);
-    ok_envelope(
-        json!({"backends": [{"ip": st.info.host, "http_port": st.info.be_http_port, "is_alive": true}]}),
-    )
+    ok_envelope(json!({"backends": [{"ip": st.info.host, "http_port": st.info.be_http_port, "is_alive": true}]}))
 }
 
 async fn health(State(st): State<HttpState>, headers: HeaderMap) -> Response {
@@ -639,10 +557,7 @@ async fn health(State(st): State<HttpState>, headers: HeaderMap) -> Response {
     ok_envelope(json!({"total_backend_num": 1, "online_backend_num": 1}))
 }
 
-async fn bootstrap(
-    State(st): State<HttpState>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
+async fn bootstrap(State(st): State<HttpState>, Query(q): Query<HashMap<String, String>>) -> Response {
     if !q.contains_key("cluster_id") && !q.contains_key("token") {
         return ok_envelope(Json::Null);
     }
@@ -652,11 +567,7 @@ async fn bootstrap(
     m.insert("rpcPort".into(), json!(9020));
     m.insert(
         "arrowFlightSqlPort".into(),
-        json!(if st.info.flight_port == 0 {
-            -1
-        } else {
-            st.info.flight_port as i64
-        }),
+        json!(if st.info.flight_port == 0 { -1 } else { st.info.flight_port as i64 }),
     );
     m.insert("version".into(), json!(crate::sql::VERSION_COMMENT));
     ok_envelope(Json::Object(m))
@@ -668,34 +579,19 @@ async fn tso(State(st): State<HttpState>, headers: HeaderMap) -> Response {
     let physical = current >> crate::storage::TSO_LOGICAL_BITS;
     let logical = current & ((1 << crate::storage::TSO_LOGICAL_BITS) - 1);
     let mut m = Map::new();
-    m.insert(
-        "window_end_physical_time".into(),
-        json!(Tso::now_ms().max(physical) + 3000),
-    );
+    m.insert("window_end_physical_time".into(), json!(Tso::now_ms().max(physical) + 3000));
     m.insert("current_tso".into(), json!(current));
     m.insert("current_tso_physical_time".into(), json!(physical));
     m.insert("current_tso_logical_counter".into(), json!(logical));
     ok_envelope(Json::Object(m))
 }
 
-async fn load_error_log(
-    State(st): State<HttpState>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
+async fn load_error_log(State(st): State<HttpState>, Query(q): Query<HashMap<String, String>>) -> Response {
     let file = q.get("file").cloned().unwrap_or_default();
     let text = st.engine.lock().error_logs.get(&file).cloned();
     match text {
-        Some(t) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            t,
-        )
-            .into_response(),
-        None => (
-            StatusCode::NOT_FOUND,
-            format!("error log file {file} not found\n"),
-        )
-            .into_response(),
+        Some(t) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], t).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("error log file {file} not found\n")).into_response(),
     }
 }
 
@@ -709,11 +605,7 @@ async fn query_api(
     let req: Json = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
-            return envelope(
-                403,
-                "Bad Request",
-                json!(format!("invalid request body: {e}")),
-            );
+            return envelope(403, "Bad Request", json!(format!("invalid request body: {e}")));
         }
     };
     let Some(stmt) = req.get("stmt").and_then(|s| s.as_str()) else {
@@ -727,11 +619,7 @@ async fn query_api(
     let start = Instant::now();
     match st.exec.execute(&mut session, stmt).await {
         Ok(Outcome::Rows(rs)) => {
-            let meta: Vec<Json> = rs
-                .columns
-                .iter()
-                .map(|(n, k)| json!({"name": n, "type": k.doris_name()}))
-                .collect();
+            let meta: Vec<Json> = rs.columns.iter().map(|(n, k)| json!({"name": n, "type": k.doris_name()})).collect();
             let data: Vec<Json> = rs
                 .rows
                 .iter()
@@ -743,17 +631,12 @@ async fn query_api(
                             .map(|(v, (_, k))| match v {
                                 None => Json::Null,
                                 Some(s) => match k {
-                                    ColKind::Tiny
-                                    | ColKind::Small
-                                    | ColKind::Int
-                                    | ColKind::BigInt => s
-                                        .parse::<i64>()
-                                        .map(Json::from)
-                                        .unwrap_or_else(|_| json!(s)),
-                                    ColKind::Float | ColKind::Double => s
-                                        .parse::<f64>()
-                                        .map(Json::from)
-                                        .unwrap_or_else(|_| json!(s)),
+                                    ColKind::Tiny | ColKind::Small | ColKind::Int | ColKind::BigInt => {
+                                        s.parse::<i64>().map(Json::from).unwrap_or_else(|_| json!(s))
+                                    }
+                                    ColKind::Float | ColKind::Double => {
+                                        s.parse::<f64>().map(Json::from).unwrap_or_else(|_| json!(s))
+                                    }
                                     _ => json!(s),
                                 },
                             })

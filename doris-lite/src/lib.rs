@@ -68,12 +68,7 @@ impl Default for Config {
 impl Config {
     /// Every listener on an ephemeral port, in memory.
     pub fn ephemeral() -> Config {
-        Config {
-            fe_http_port: 0,
-            be_http_port: 0,
-            query_port: 0,
-            ..Default::default()
-        }
+        Config { fe_http_port: 0, be_http_port: 0, query_port: 0, ..Default::default() }
     }
 }
 
@@ -110,18 +105,14 @@ pub struct Handle {
 
 async fn bind(host: &str, port: u16, what: &'static str) -> Result<TcpListener, StartError> {
     let addr = format!("{host}:{port}");
-    TcpListener::bind(&addr)
-        .await
-        .map_err(|source| StartError::Bind { what, addr, source })
+    TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { what, addr, source })
 }
 
 impl DorisLite {
     /// Binds the listeners, replays the data dir, and serves until [`Handle::stop`].
     pub async fn start(config: Config) -> Result<Handle, StartError> {
         let wal = match &config.data_dir {
-            Some(d) => {
-                Some(WriteAheadLog::open(d).map_err(|e| StartError::DataDir(e.to_string()))?)
-            }
+            Some(d) => Some(WriteAheadLog::open(d).map_err(|e| StartError::DataDir(e.to_string()))?),
             None => None,
         };
         let engine = Arc::new(
@@ -139,11 +130,7 @@ impl DorisLite {
         let be = bind(&config.host, config.be_http_port, "be_http").await?;
         let q = bind(&config.host, config.query_port, "query").await?;
         let local = |l: &TcpListener| {
-            l.local_addr().map_err(|source| StartError::Bind {
-                what: "local_addr",
-                addr: config.host.clone(),
-                source,
-            })
+            l.local_addr().map_err(|source| StartError::Bind { what: "local_addr", addr: config.host.clone(), source })
         };
         let (fe_addr, be_addr, q_addr) = (local(&fe)?, local(&be)?, local(&q)?);
         let info = Arc::new(ServerInfo {
@@ -154,10 +141,7 @@ impl DorisLite {
             host: config.host.clone(),
         });
         let users: Arc<HashMap<String, String>> = Arc::new(config.users.iter().cloned().collect());
-        let exec = Executor {
-            engine: engine.clone(),
-            info: info.clone(),
-        };
+        let exec = Executor { engine: engine.clone(), info: info.clone() };
         let state = http::HttpState {
             engine: engine.clone(),
             exec: exec.clone(),
@@ -166,10 +150,7 @@ impl DorisLite {
             is_fe: true,
         };
         let fe_router = http::router(state.clone());
-        let be_router = http::router(http::HttpState {
-            is_fe: false,
-            ..state
-        });
+        let be_router = http::router(http::HttpState { is_fe: false, ..state });
         let tasks = vec![
             tokio::spawn(async move {
                 if let Err(e) = axum::serve(fe, fe_router).await {
@@ -183,13 +164,7 @@ impl DorisLite {
             }),
             tokio::spawn(mysql::serve(q, exec, users)),
         ];
-        Ok(Handle {
-            fe: fe_addr,
-            be: be_addr,
-            query: q_addr,
-            tasks,
-            engine,
-        })
+        Ok(Handle { fe: fe_addr, be: be_addr, query: q_addr, tasks, engine })
     }
 }
 

@@ -122,8 +122,7 @@ pub fn decode_separator(s: &str) -> Vec<u8> {
         if b[i] == b'\\'
             && i + 3 < b.len()
             && (b[i + 1] == b'x' || b[i + 1] == b'X')
-            && let Ok(v) =
-                u8::from_str_radix(std::str::from_utf8(&b[i + 2..i + 4]).unwrap_or(""), 16)
+            && let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 2..i + 4]).unwrap_or(""), 16)
         {
             out.push(v);
             i += 4;
@@ -205,14 +204,10 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
         "csv_with_names_and_types" => Format::Csv(2),
         "json" => Format::Json,
         "arrow" | "parquet" | "orc" => {
-            return Err(format!(
-                "[NOT_IMPLEMENTED_ERROR]format {format_raw} is not supported by doris-lite yet"
-            ));
+            return Err(format!("[NOT_IMPLEMENTED_ERROR]format {format_raw} is not supported by doris-lite yet"));
         }
         _ => {
-            return Err(format!(
-                "[INVALID_ARGUMENT]unknown data format, format={format_raw}"
-            ));
+            return Err(format!("[INVALID_ARGUMENT]unknown data format, format={format_raw}"));
         }
     };
     let strict_mode = match get("strict_mode") {
@@ -246,7 +241,10 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
     };
     let delete_expr = get("delete");
     if merge_type == MergeType::Merge && delete_expr.is_none() {
-        return Err("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Excepted DELETE ON clause when merge type is MERGE.".into());
+        return Err(
+            "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Excepted DELETE ON clause when merge type is MERGE."
+                .into(),
+        );
     }
     if merge_type != MergeType::Merge && delete_expr.is_some() {
         return Err("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = not support DELETE ON clause when merge type is not MERGE.".into());
@@ -269,41 +267,29 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
         Some(g) if g == "sync_mode" => GroupCommit::Sync,
         Some(g) if g == "async_mode" => GroupCommit::Async,
         Some(_) => {
-            return Err(
-                "[INVALID_ARGUMENT]group_commit can only be [async_mode, sync_mode, off_mode]"
-                    .into(),
-            );
+            return Err("[INVALID_ARGUMENT]group_commit can only be [async_mode, sync_mode, off_mode]".into());
         }
     };
     let label = get("label").filter(|l| !l.is_empty());
     if group_commit != GroupCommit::Off && label.is_some() {
-        return Err(
-            "[INVALID_ARGUMENT]label and group_commit can't be set at the same time".into(),
-        );
+        return Err("[INVALID_ARGUMENT]label and group_commit can't be set at the same time".into());
     }
     let compress = get("compress_type").map(|c| c.to_ascii_lowercase());
     let gzip = match compress.as_deref() {
         None | Some("") | Some("plain") => false,
         Some("gz") | Some("gzip") => true,
         Some(other) => {
-            return Err(format!(
-                "[NOT_IMPLEMENTED_ERROR]compress_type {other} is not supported by doris-lite"
-            ));
+            return Err(format!("[NOT_IMPLEMENTED_ERROR]compress_type {other} is not supported by doris-lite"));
         }
     };
     let partial = match get("unique_key_update_mode").map(|m| m.to_ascii_uppercase()) {
         Some(m) if m == "UPSERT" => false,
         Some(m) if m == "UPDATE_FIXED_COLUMNS" => true,
         Some(m) if m == "UPDATE_FLEXIBLE_COLUMNS" => {
-            return Err(
-                "[NOT_IMPLEMENTED_ERROR]UPDATE_FLEXIBLE_COLUMNS is not supported by doris-lite"
-                    .into(),
-            );
+            return Err("[NOT_IMPLEMENTED_ERROR]UPDATE_FLEXIBLE_COLUMNS is not supported by doris-lite".into());
         }
         Some(m) => {
-            return Err(format!(
-                "[INVALID_ARGUMENT]Invalid unique_key_update_mode: {m}"
-            ));
+            return Err(format!("[INVALID_ARGUMENT]Invalid unique_key_update_mode: {m}"));
         }
         None => bool_header(get("partial_columns").as_deref()),
     };
@@ -321,8 +307,7 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
     let jsonpaths = match get("jsonpaths") {
         None => None,
         Some(j) => Some(
-            serde_json::from_str::<Vec<String>>(&j)
-                .map_err(|_| format!("[INVALID_ARGUMENT]Invalid json path: {j}"))?,
+            serde_json::from_str::<Vec<String>>(&j).map_err(|_| format!("[INVALID_ARGUMENT]Invalid json path: {j}"))?,
         ),
     };
     let strip_outer_array = bool_header(get("strip_outer_array").as_deref());
@@ -344,9 +329,7 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
         enclose,
         escape,
         trim_double_quotes: bool_header(get("trim_double_quotes").as_deref()),
-        skip_lines: get("skip_lines")
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0),
+        skip_lines: get("skip_lines").and_then(|s| s.trim().parse().ok()).unwrap_or(0),
         columns,
         where_expr: get("where").filter(|w| !w.trim().is_empty()),
         merge_type,
@@ -356,12 +339,7 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
         strict_mode,
         max_filter_ratio,
         hidden_columns: get("hidden_columns")
-            .map(|h| {
-                h.split(',')
-                    .map(unquote_ident)
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
+            .map(|h| h.split(',').map(unquote_ident).filter(|s| !s.is_empty()).collect())
             .unwrap_or_default(),
         jsonpaths,
         json_root: get("json_root"),
@@ -372,8 +350,7 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
         group_commit,
         comment: get("comment").unwrap_or_default(),
         negative: bool_header(get("negative").as_deref()),
-        new_key_error: get("partial_update_new_key_behavior")
-            .is_some_and(|b| b.eq_ignore_ascii_case("ERROR")),
+        new_key_error: get("partial_update_new_key_behavior").is_some_and(|b| b.eq_ignore_ascii_case("ERROR")),
     })
 }
 
@@ -407,12 +384,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn split_fields<'a>(
-    line: &'a [u8],
-    sep: &[u8],
-    enclose: Option<u8>,
-    escape: Option<u8>,
-) -> Vec<&'a [u8]> {
+fn split_fields<'a>(line: &'a [u8], sep: &[u8], enclose: Option<u8>, escape: Option<u8>) -> Vec<&'a [u8]> {
     let mut out = Vec::with_capacity(8);
     if enclose.is_none() {
         let mut rest = line;
@@ -456,10 +428,7 @@ fn split_fields<'a>(
     out
 }
 
-fn csv_text<'a>(
-    field: &'a [u8],
-    opts: &LoadOptions,
-) -> Result<Option<std::borrow::Cow<'a, str>>, String> {
+fn csv_text<'a>(field: &'a [u8], opts: &LoadOptions) -> Result<Option<std::borrow::Cow<'a, str>>, String> {
     let mut f = field;
     if f == b"\\N" {
         return Ok(None);
@@ -548,11 +517,7 @@ fn read_records<'a>(
                     None => (rest, &rest[rest.len()..]),
                 };
                 rest = next;
-                let line = if delim == b"\n" {
-                    line.strip_suffix(b"\r").unwrap_or(line)
-                } else {
-                    line
-                };
+                let line = if delim == b"\n" { line.strip_suffix(b"\r").unwrap_or(line) } else { line };
                 line_no += 1;
                 if line_no <= skip {
                     continue;
@@ -563,11 +528,7 @@ fn read_records<'a>(
                 let fields = split_fields(line, &opts.column_separator, opts.enclose, opts.escape);
                 if fields.len() != names.len() {
                     bad += 1;
-                    let cmp = if fields.len() > names.len() {
-                        "more"
-                    } else {
-                        "less"
-                    };
+                    let cmp = if fields.len() > names.len() { "more" } else { "less" };
                     errors.push(format!(
                         "Reason: actual column number in csv file is  {cmp} than  schema column number.actual number: {}, schema column number: {}; line delimiter: [{}], column separator: [{}], result values:[{}]. src line [{}]; ",
                         fields.len(),
@@ -597,10 +558,7 @@ fn read_records<'a>(
                 match err {
                     Some(e) => {
                         bad += 1;
-                        errors.push(format!(
-                            "Reason: {e}. src line [{}]; ",
-                            String::from_utf8_lossy(line)
-                        ));
+                        errors.push(format!("Reason: {e}. src line [{}]; ", String::from_utf8_lossy(line)));
                     }
                     None => records.push(rec),
                 }
@@ -610,16 +568,11 @@ fn read_records<'a>(
             let text = std::str::from_utf8(body)
                 .map_err(|_| LoadError("[DATA_QUALITY_ERROR]Invalid UTF-8 in json body".into()))?;
             let mut docs: Vec<serde_json::Value> = Vec::new();
-            let parse_doc = |s: &str,
-                             docs: &mut Vec<serde_json::Value>,
-                             errors: &mut Vec<String>,
-                             bad: &mut u64| {
+            let parse_doc = |s: &str, docs: &mut Vec<serde_json::Value>, errors: &mut Vec<String>, bad: &mut u64| {
                 match serde_json::from_str::<serde_json::Value>(s) {
                     Ok(mut v) => {
                         if let Some(root) = &opts.json_root {
-                            v = json_path_get(&v, root)
-                                .cloned()
-                                .unwrap_or(serde_json::Value::Null);
+                            v = json_path_get(&v, root).cloned().unwrap_or(serde_json::Value::Null);
                         }
                         match v {
                             serde_json::Value::Array(a) if opts.strip_outer_array => docs.extend(a),
@@ -653,29 +606,19 @@ fn read_records<'a>(
             for doc in json_store.iter() {
                 let serde_json::Value::Object(obj) = doc else {
                     bad += 1;
-                    errors.push(format!(
-                        "Reason: Expect json object, but got {doc}. src line [{doc}]; "
-                    ));
+                    errors.push(format!("Reason: Expect json object, but got {doc}. src line [{doc}]; "));
                     continue;
                 };
                 let rec: Record = match &opts.jsonpaths {
                     Some(paths) => paths
                         .iter()
-                        .map(|p| {
-                            json_path_get(doc, p)
-                                .and_then(json_scalar_text)
-                                .map(std::borrow::Cow::Owned)
-                        })
+                        .map(|p| json_path_get(doc, p).and_then(json_scalar_text).map(std::borrow::Cow::Owned))
                         .collect(),
                     None => names
                         .iter()
                         .map(|n| {
                             obj.get(n)
-                                .or_else(|| {
-                                    obj.iter()
-                                        .find(|(k, _)| k.eq_ignore_ascii_case(n))
-                                        .map(|(_, v)| v)
-                                })
+                                .or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v))
                                 .and_then(json_scalar_text)
                                 .map(std::borrow::Cow::Owned)
                         })
@@ -697,11 +640,7 @@ enum Source {
 }
 
 /// Converts a load body into a table write with Doris' row accounting.
-pub async fn build_write(
-    schema: &TableSchema,
-    opts: &LoadOptions,
-    body: &[u8],
-) -> Result<LoadOutcome, LoadError> {
+pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) -> Result<LoadOutcome, LoadError> {
     let unique = schema.keys_type == KeysType::Unique;
     if opts.merge_type != MergeType::Append && !unique {
         return Err(LoadError(
@@ -709,14 +648,13 @@ pub async fn build_write(
         ));
     }
     if opts.sequence_col.is_some() && !schema.has_sequence() {
-        return Err(LoadError("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = There is no sequence column in the table.".into()));
+        return Err(LoadError(
+            "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = There is no sequence column in the table.".into(),
+        ));
     }
     if schema.sequence_type().is_some()
         && opts.sequence_col.is_none()
-        && !opts
-            .hidden_columns
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case(SEQUENCE_COL))
+        && !opts.hidden_columns.iter().any(|h| h.eq_ignore_ascii_case(SEQUENCE_COL))
     {
         return Err(LoadError("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Table has sequence column, need to specify the sequence column".into()));
     }
@@ -737,10 +675,7 @@ pub async fn build_write(
     // Target column sources.
     let mut sources: Vec<Source> = Vec::with_capacity(schema.columns.len());
     for c in &schema.columns {
-        if let Some(i) = derived
-            .iter()
-            .position(|(d, _)| d.eq_ignore_ascii_case(&c.name))
-        {
+        if let Some(i) = derived.iter().position(|(d, _)| d.eq_ignore_ascii_case(&c.name)) {
             sources.push(Source::Expr(i));
         } else if let Some(i) = field_index(&c.name) {
             sources.push(Source::Field(i));
@@ -769,16 +704,8 @@ pub async fn build_write(
             }
         }
     }
-    let seq_type = schema.sequence_type().or_else(|| {
-        schema
-            .sequence_column()
-            .map(|i| schema.columns[i].ty.clone())
-    });
-    let seq_field = opts
-        .sequence_col
-        .as_deref()
-        .and_then(field_index)
-        .or_else(|| field_index(SEQUENCE_COL));
+    let seq_type = schema.sequence_type().or_else(|| schema.sequence_column().map(|i| schema.columns[i].ty.clone()));
+    let seq_field = opts.sequence_col.as_deref().and_then(field_index).or_else(|| field_index(SEQUENCE_COL));
     if let Some(s) = &opts.sequence_col
         && field_index(s).is_none()
         && !derived.iter().any(|(d, _)| d.eq_ignore_ascii_case(s))
@@ -788,9 +715,7 @@ pub async fn build_write(
         )));
     }
     let delete_field = field_index(DELETE_SIGN);
-    let delete_derived = derived
-        .iter()
-        .position(|(d, _)| d.eq_ignore_ascii_case(DELETE_SIGN));
+    let delete_derived = derived.iter().position(|(d, _)| d.eq_ignore_ascii_case(DELETE_SIGN));
 
     let mut json_store = Vec::new();
     let (records, mut errors, bad) = read_records(body, opts, &names, &mut json_store)?;
@@ -798,36 +723,37 @@ pub async fn build_write(
     let mut filtered = bad;
     let mut unselected = 0u64;
 
-    let needs_exprs =
-        !derived.is_empty() || opts.where_expr.is_some() || opts.delete_expr.is_some();
+    let needs_exprs = !derived.is_empty() || opts.where_expr.is_some() || opts.delete_expr.is_some();
     // Per record: converted target values, or a filter reason.
     let mut ops = Vec::with_capacity(records.len());
-    let partial_mask: Option<Vec<bool>> = opts.partial.then(|| {
-        sources
-            .iter()
-            .map(|s| !matches!(s, Source::Default))
-            .collect()
-    });
+    let partial_mask: Option<Vec<bool>> =
+        opts.partial.then(|| sources.iter().map(|s| !matches!(s, Source::Default)).collect());
 
-    let convert =
-        |ty: &DorisType, text: Option<&str>, nullable: bool, name: &str| -> Result<Value, String> {
-            match text {
-                None => {
-                    if nullable {
-                        Ok(Value::Null)
-                    } else {
-                        Err(format!("null value for not null column, column={name}"))
-                    }
+    let convert = |ty: &DorisType, text: Option<&str>, nullable: bool, name: &str| -> Result<Value, String> {
+        match text {
+            None => {
+                if nullable {
+                    Ok(Value::Null)
+                } else {
+                    Err(format!("null value for not null column, column={name}"))
                 }
-                Some(t) => match ty.parse_text(t) {
-                    Ok(v) => Ok(v),
-                    Err(e) if opts.strict_mode || !nullable => Err(e),
-                    Err(_) => Ok(Value::Null),
-                },
             }
-        };
-    let defaults: Vec<Result<Value, String>> =
-        schema.columns.iter().map(|c| c.default_value()).collect();
+            Some(t) => match ty.parse_text(t) {
+                Ok(v) => Ok(v),
+                // Over-long strings are always filtered; failed conversions become NULL
+                // unless strict mode is on.
+                Err(e)
+                    if opts.strict_mode
+                        || !nullable
+                        || matches!(ty, DorisType::Char(_) | DorisType::Varchar(_) | DorisType::Json) =>
+                {
+                    Err(e)
+                }
+                Err(_) => Ok(Value::Null),
+            },
+        }
+    };
+    let defaults: Vec<Result<Value, String>> = schema.columns.iter().map(|c| c.default_value()).collect();
 
     if !needs_exprs {
         'rec: for rec in &records {
@@ -838,13 +764,11 @@ pub async fn build_write(
                     _ => defaults[ci].clone(),
                 };
                 match v {
-                    Ok(v) => values.push(
-                        if opts.negative && c.agg == Some(crate::storage::AggType::Sum) {
-                            v.negate()
-                        } else {
-                            v
-                        },
-                    ),
+                    Ok(v) => values.push(if opts.negative && c.agg == Some(crate::storage::AggType::Sum) {
+                        v.negate()
+                    } else {
+                        v
+                    }),
                     Err(e) => {
                         filtered += 1;
                         errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
@@ -869,21 +793,41 @@ pub async fn build_write(
                     .and_then(|i| rec[i].as_deref())
                     .is_some_and(|s| s.trim() != "0" && !s.trim().eq_ignore_ascii_case("false")),
             };
-            ops.push(RowOp {
-                values,
-                delete,
-                seq,
-            });
+            ops.push(RowOp { values, delete, seq });
         }
     } else {
         // Type the source fields that name table columns, keep the rest as text, and let
         // DataFusion evaluate the `columns` expressions, `where` and `delete`.
-        let mut field_types: Vec<Option<DorisType>> = names
-            .iter()
-            .map(|n| schema.column_index(n).map(|i| schema.columns[i].ty.clone()))
-            .collect();
+        let mut field_types: Vec<Option<DorisType>> =
+            names.iter().map(|n| schema.column_index(n).map(|i| schema.columns[i].ty.clone())).collect();
         if let (Some(t), Some(i)) = (&seq_type, seq_field) {
             field_types[i] = Some(t.clone());
+        }
+        // Temporary fields: numbers when every value is numeric, so `tmp * 2` works.
+        for (fi, ft) in field_types.iter_mut().enumerate() {
+            if ft.is_some() {
+                continue;
+            }
+            let texts = records.iter().filter_map(|r| r[fi].as_deref());
+            let mut any = false;
+            let mut all_int = true;
+            let mut all_num = true;
+            for t in texts {
+                any = true;
+                let t = t.trim();
+                if t.parse::<i64>().is_err() {
+                    all_int = false;
+                    if t.parse::<f64>().is_err() {
+                        all_num = false;
+                        break;
+                    }
+                }
+            }
+            if any && all_int {
+                *ft = Some(DorisType::BigInt);
+            } else if any && all_num {
+                *ft = Some(DorisType::Double);
+            }
         }
         let mut kept: Vec<(usize, Vec<Value>)> = Vec::new();
         'rec2: for (ri, rec) in records.iter().enumerate() {
@@ -892,10 +836,7 @@ pub async fn build_write(
                 let text = rec[fi].as_deref();
                 let v = match &field_types[fi] {
                     Some(t) => {
-                        let nullable = schema
-                            .column_index(n)
-                            .map(|i| schema.columns[i].nullable)
-                            .unwrap_or(true);
+                        let nullable = schema.column_index(n).map(|i| schema.columns[i].nullable).unwrap_or(true);
                         convert(t, text, nullable, n)
                     }
                     None => Ok(text.map(|s| Value::Str(s.into())).unwrap_or(Value::Null)),
@@ -917,10 +858,7 @@ pub async fn build_write(
             .map(|(i, n)| {
                 Field::new(
                     n.to_ascii_lowercase(),
-                    field_types[i]
-                        .as_ref()
-                        .map(|t| t.arrow_type())
-                        .unwrap_or(arrow::datatypes::DataType::Utf8),
+                    field_types[i].as_ref().map(|t| t.arrow_type()).unwrap_or(arrow::datatypes::DataType::Utf8),
                     true,
                 )
             })
@@ -928,32 +866,18 @@ pub async fn build_write(
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(names.len());
         for (i, _) in names.iter().enumerate() {
             let ty = field_types[i].clone().unwrap_or(DorisType::String);
-            arrays.push(
-                crate::storage::build_array(&ty, kept.iter().map(|(_, v)| v[i].clone()))
-                    .map_err(LoadError)?,
-            );
+            arrays.push(crate::storage::build_array(&ty, kept.iter().map(|(_, v)| v[i].clone())).map_err(LoadError)?);
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .map_err(|e| LoadError(format!("[INTERNAL_ERROR]{e}")))?;
-        let mut select: Vec<String> = derived
-            .iter()
-            .enumerate()
-            .map(|(i, (_, e))| format!("({e}) AS __e{i}"))
-            .collect();
-        select.push(format!(
-            "({}) AS __where",
-            opts.where_expr.as_deref().unwrap_or("true")
-        ));
-        select.push(format!(
-            "({}) AS __delete",
-            opts.delete_expr.as_deref().unwrap_or("false")
-        ));
+        let mut select: Vec<String> =
+            derived.iter().enumerate().map(|(i, (_, e))| format!("({e}) AS __e{i}")).collect();
+        select.push(format!("({}) AS __where", opts.where_expr.as_deref().unwrap_or("true")));
+        select.push(format!("({}) AS __delete", opts.delete_expr.as_deref().unwrap_or("false")));
         let result = eval_select(batch, &select.join(", ")).await?;
         let expr_rows = result.len();
         if expr_rows != kept.len() {
-            return Err(LoadError(
-                "[INTERNAL_ERROR]expression evaluation changed the row count".into(),
-            ));
+            return Err(LoadError("[INTERNAL_ERROR]expression evaluation changed the row count".into()));
         }
         'rec3: for (ri, (orig, vals)) in kept.iter().enumerate() {
             let rec = &records[*orig];
@@ -966,9 +890,7 @@ pub async fn build_write(
             for (ci, c) in schema.columns.iter().enumerate() {
                 let v = match &sources[ci] {
                     Source::Field(i) => Ok(vals[*i].clone()),
-                    Source::Expr(i) => {
-                        convert(&c.ty, result[ri][*i].as_deref(), c.nullable, &c.name)
-                    }
+                    Source::Expr(i) => convert(&c.ty, result[ri][*i].as_deref(), c.nullable, &c.name),
                     Source::Default => defaults[ci].clone(),
                 };
                 match v {
@@ -988,67 +910,34 @@ pub async fn build_write(
                 MergeType::Delete => true,
                 MergeType::Merge => result[ri][derived.len() + 1].as_deref() == Some("true"),
                 MergeType::Append => match (delete_derived, delete_field) {
-                    (Some(d), _) => result[ri][d]
-                        .as_deref()
-                        .is_some_and(|s| s != "0" && s != "false"),
+                    (Some(d), _) => result[ri][d].as_deref().is_some_and(|s| s != "0" && s != "false"),
                     (None, Some(f)) => rec[f].as_deref().is_some_and(|s| s.trim() != "0"),
                     _ => false,
                 },
             };
-            ops.push(RowOp {
-                values,
-                delete,
-                seq,
-            });
+            ops.push(RowOp { values, delete, seq });
         }
     }
-    Ok(LoadOutcome {
-        write: TableWrite::Rows {
-            ops,
-            partial: partial_mask,
-        },
-        total,
-        filtered,
-        unselected,
-        errors,
-    })
+    Ok(LoadOutcome { write: TableWrite::Rows { ops, partial: partial_mask }, total, filtered, unselected, errors })
 }
 
 fn render_record(rec: &Record) -> String {
-    rec.iter()
-        .map(|f| f.as_deref().unwrap_or("\\N"))
-        .collect::<Vec<_>>()
-        .join(",")
+    rec.iter().map(|f| f.as_deref().unwrap_or("\\N")).collect::<Vec<_>>().join(",")
 }
 
 /// Evaluates `SELECT <select> FROM src` in DataFusion; cells come back as text.
-async fn eval_select(
-    batch: RecordBatch,
-    select: &str,
-) -> Result<Vec<Vec<Option<String>>>, LoadError> {
-    let config = SessionConfig::new()
-        .with_target_partitions(1)
-        .set_str("datafusion.sql_parser.dialect", "MySQL");
+async fn eval_select(batch: RecordBatch, select: &str) -> Result<Vec<Vec<Option<String>>>, LoadError> {
+    let config = SessionConfig::new().with_target_partitions(1).set_str("datafusion.sql_parser.dialect", "MySQL");
     let ctx = SessionContext::new_with_config(config);
     crate::sql::register_doris_functions(&ctx);
-    let table = MemTable::try_new(batch.schema(), vec![vec![batch]])
-        .map_err(|e| LoadError(format!("[INTERNAL_ERROR]{e}")))?;
-    ctx.register_table("src", Arc::new(table))
-        .map_err(|e| LoadError(format!("[INTERNAL_ERROR]{e}")))?;
-    let df = ctx
-        .sql(&format!("SELECT {select} FROM src"))
-        .await
-        .map_err(|e| {
-            LoadError(format!(
-                "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {}",
-                crate::sql::clean_df_error(&e)
-            ))
-        })?;
+    let table =
+        MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| LoadError(format!("[INTERNAL_ERROR]{e}")))?;
+    ctx.register_table("src", Arc::new(table)).map_err(|e| LoadError(format!("[INTERNAL_ERROR]{e}")))?;
+    let df = ctx.sql(&crate::ddl::lower_quoted_idents(&format!("SELECT {select} FROM src"))).await.map_err(|e| {
+        LoadError(format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {}", crate::sql::clean_df_error(&e)))
+    })?;
     let batches = df.collect().await.map_err(|e| {
-        LoadError(format!(
-            "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {}",
-            crate::sql::clean_df_error(&e)
-        ))
+        LoadError(format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {}", crate::sql::clean_df_error(&e)))
     })?;
     let mut rows = Vec::new();
     let fmt = FormatOptions::default();
@@ -1064,13 +953,7 @@ async fn eval_select(
                 b.columns()
                     .iter()
                     .zip(&formatters)
-                    .map(|(c, f)| {
-                        if c.is_null(r) {
-                            None
-                        } else {
-                            Some(f.value(r).to_string())
-                        }
-                    })
+                    .map(|(c, f)| if c.is_null(r) { None } else { Some(f.value(r).to_string()) })
                     .collect(),
             );
         }
@@ -1080,11 +963,7 @@ async fn eval_select(
 
 /// Header names are case-insensitive; a map for tests and non-HTTP callers.
 pub fn options_from_map(h: &HashMap<String, String>) -> Result<LoadOptions, String> {
-    let get = |k: &str| {
-        h.iter()
-            .find(|(x, _)| x.eq_ignore_ascii_case(k))
-            .map(|(_, v)| v.clone())
-    };
+    let get = |k: &str| h.iter().find(|(x, _)| x.eq_ignore_ascii_case(k)).map(|(_, v)| v.clone());
     parse_options(&get)
 }
 
@@ -1109,10 +988,7 @@ mod tests {
     #[test]
     fn columns_header() {
         let mut h = HashMap::new();
-        h.insert(
-            "columns".to_string(),
-            "k1, tmp, v1 = tmp * 2, v2 = concat('a,b', tmp)".to_string(),
-        );
+        h.insert("columns".to_string(), "k1, tmp, v1 = tmp * 2, v2 = concat('a,b', tmp)".to_string());
         let o = options_from_map(&h).unwrap();
         let cols = o.columns.unwrap();
         assert_eq!(cols.len(), 4);

@@ -69,9 +69,7 @@ async fn main() -> anyhow::Result<()> {
         label_keep: std::time::Duration::from_secs(args.label_keep_secs),
         ..Config::default()
     };
-    let handle = DorisLite::start(config)
-        .await
-        .context("starting doris-lite")?;
+    let handle = DorisLite::start(config).await.context("starting doris-lite")?;
     println!("fe_http {}", handle.fe_http_addr());
     println!("be_http {}", handle.be_http_addr());
     println!("query {}", handle.query_addr());

@@ -29,10 +29,8 @@ struct Connection {
 }
 
 fn make_salt(seed: u32) -> [u8; 20] {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let mut h = Sha1::new();
     h.update(nanos.to_le_bytes());
     h.update(seed.to_le_bytes());
@@ -77,12 +75,8 @@ fn col_type(k: ColKind) -> ColumnType {
     }
 }
 
-async fn write_error<W: AsyncWrite + Send + Unpin>(
-    w: QueryResultWriter<'_, W>,
-    e: &SqlError,
-) -> io::Result<()> {
-    w.error(ErrorKind::from(e.code), e.doris_text().as_bytes())
-        .await
+async fn write_error<W: AsyncWrite + Send + Unpin>(w: QueryResultWriter<'_, W>, e: &SqlError) -> io::Result<()> {
+    w.error(ErrorKind::from(e.code), e.doris_text().as_bytes()).await
 }
 
 #[async_trait]
@@ -101,13 +95,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         self.salt
     }
 
-    async fn authenticate(
-        &self,
-        _plugin: &str,
-        username: &[u8],
-        salt: &[u8],
-        auth_data: &[u8],
-    ) -> bool {
+    async fn authenticate(&self, _plugin: &str, username: &[u8], salt: &[u8], auth_data: &[u8]) -> bool {
         let user = String::from_utf8_lossy(username).to_string();
         let user = user.split('@').next().unwrap_or(&user).to_string();
         let Some(password) = self.users.get(&user) else {
@@ -121,11 +109,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         ok
     }
 
-    async fn on_prepare<'a>(
-        &'a mut self,
-        _query: &'a str,
-        info: StatementMetaWriter<'a, W>,
-    ) -> io::Result<()> {
+    async fn on_prepare<'a>(&'a mut self, _query: &'a str, info: StatementMetaWriter<'a, W>) -> io::Result<()> {
         info.error(
             ErrorKind::ER_UNSUPPORTED_PS,
             b"errCode = 2, detailMessage = doris-lite does not support server-side prepared statements",
@@ -139,12 +123,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         _params: ParamParser<'a>,
         results: QueryResultWriter<'a, W>,
     ) -> io::Result<()> {
-        results
-            .error(
-                ErrorKind::ER_UNSUPPORTED_PS,
-                b"errCode = 2, detailMessage = unknown prepared statement",
-            )
-            .await
+        results.error(ErrorKind::ER_UNSUPPORTED_PS, b"errCode = 2, detailMessage = unknown prepared statement").await
     }
 
     async fn on_close<'a>(&'a mut self, _stmt: u32)
@@ -168,11 +147,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         }
     }
 
-    async fn on_query<'a>(
-        &'a mut self,
-        query: &'a str,
-        results: QueryResultWriter<'a, W>,
-    ) -> io::Result<()> {
+    async fn on_query<'a>(&'a mut self, query: &'a str, results: QueryResultWriter<'a, W>) -> io::Result<()> {
         self.sync_user();
         tracing::debug!(query, "mysql query");
         match self.exec.execute(&mut self.session, query).await {
@@ -197,13 +172,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
                 w.finish().await
             }
             Ok(Outcome::Done { affected, info }) => {
-                results
-                    .completed(OkResponse {
-                        affected_rows: affected,
-                        info,
-                        ..Default::default()
-                    })
-                    .await
+                results.completed(OkResponse { affected_rows: affected, info, ..Default::default() }).await
             }
             Err(e) => write_error(results, &e).await,
         }
@@ -259,9 +228,6 @@ mod tests {
     #[test]
     fn scramble_is_empty_for_empty_password() {
         assert!(native_password_scramble("", b"12345678901234567890").is_empty());
-        assert_eq!(
-            native_password_scramble("pw", b"12345678901234567890").len(),
-            20
-        );
+        assert_eq!(native_password_scramble("pw", b"12345678901234567890").len(), 20);
     }
 }

@@ -71,10 +71,7 @@ pub struct WriteAheadLog {
 impl WriteAheadLog {
     /// Opens (creating) `<dir>/doris-lite.log`.
     pub fn open(dir: &Path) -> Result<WriteAheadLog, WalError> {
-        let io = |source| WalError::Io {
-            path: dir.to_path_buf(),
-            source,
-        };
+        let io = |source| WalError::Io { path: dir.to_path_buf(), source };
         std::fs::create_dir_all(dir).map_err(io)?;
         let path = dir.join("doris-lite.log");
         let file = OpenOptions::new()
@@ -82,23 +79,14 @@ impl WriteAheadLog {
             .append(true)
             .read(true)
             .open(&path)
-            .map_err(|source| WalError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(|source| WalError::Io { path: path.clone(), source })?;
         let mut wal = WriteAheadLog { path, file };
         // Terminate a torn last record so the next append starts on its own line.
         let len = wal.file.metadata().map(|m| m.len()).unwrap_or(0);
         if len > 0 {
-            let bytes = std::fs::read(&wal.path).map_err(|source| WalError::Io {
-                path: wal.path.clone(),
-                source,
-            })?;
+            let bytes = std::fs::read(&wal.path).map_err(|source| WalError::Io { path: wal.path.clone(), source })?;
             if bytes.last() != Some(&b'\n') {
-                wal.file.write_all(b"\n").map_err(|source| WalError::Io {
-                    path: wal.path.clone(),
-                    source,
-                })?;
+                wal.file.write_all(b"\n").map_err(|source| WalError::Io { path: wal.path.clone(), source })?;
             }
         }
         Ok(wal)
@@ -107,17 +95,11 @@ impl WriteAheadLog {
     /// Reads every complete record. A torn last line (crash mid-write) is ignored: its commit
     /// was never acknowledged.
     pub fn replay(&self) -> Result<Vec<LogRecord>, WalError> {
-        let f = File::open(&self.path).map_err(|source| WalError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        let f = File::open(&self.path).map_err(|source| WalError::Io { path: self.path.clone(), source })?;
         let lines: Vec<String> = BufReader::new(f)
             .lines()
             .collect::<Result<_, _>>()
-            .map_err(|source| WalError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
+            .map_err(|source| WalError::Io { path: self.path.clone(), source })?;
         let n = lines.len();
         let mut out = Vec::with_capacity(n);
         for (i, line) in lines.into_iter().enumerate() {
@@ -131,11 +113,7 @@ impl WriteAheadLog {
                     tracing::warn!(line = i + 1, error = %e, "skipping a torn commit log record");
                 }
                 Err(e) => {
-                    return Err(WalError::Corrupt {
-                        path: self.path.clone(),
-                        line: i + 1,
-                        message: e.to_string(),
-                    });
+                    return Err(WalError::Corrupt { path: self.path.clone(), line: i + 1, message: e.to_string() });
                 }
             }
         }
@@ -144,10 +122,7 @@ impl WriteAheadLog {
 
     /// Appends a record and fsyncs.
     pub fn append(&mut self, rec: &LogRecord) -> Result<(), WalError> {
-        let io = |source| WalError::Io {
-            path: self.path.clone(),
-            source,
-        };
+        let io = |source| WalError::Io { path: self.path.clone(), source };
         let mut line = serde_json::to_vec(rec).map_err(|e| WalError::Corrupt {
             path: self.path.clone(),
             line: 0,

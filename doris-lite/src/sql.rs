@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Field, Schema, TimeUnit, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+    DataType, Date32Type, Decimal128Type, Field, Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
 };
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use async_trait::async_trait;
@@ -22,9 +22,7 @@ use datafusion::variable::{VarProvider, VarType};
 
 use crate::ddl::{ObjectName, Parser};
 use crate::engine::{Engine, EngineError, desc_type, show_create_table};
-use crate::storage::{
-    DELETE_SIGN, KeysType, ROWID_COL, RowOp, SEQUENCE_COL, StoredRow, TableWrite,
-};
+use crate::storage::{DELETE_SIGN, KeysType, ROWID_COL, RowOp, SEQUENCE_COL, StoredRow, TableWrite};
 use crate::types::{DorisType, Value, format_date, format_datetime, format_decimal};
 
 /// The listener addresses, for SHOW FRONTENDS / BACKENDS and the HTTP APIs.
@@ -116,13 +114,7 @@ pub struct ResultSet {
 
 impl ResultSet {
     fn strings(names: &[&str], rows: Vec<Vec<Option<String>>>) -> ResultSet {
-        ResultSet {
-            columns: names
-                .iter()
-                .map(|n| (n.to_string(), ColKind::Str))
-                .collect(),
-            rows,
-        }
+        ResultSet { columns: names.iter().map(|n| (n.to_string(), ColKind::Str)).collect(), rows }
     }
 }
 
@@ -141,10 +133,7 @@ pub enum Outcome {
 }
 
 fn done() -> Outcome {
-    Outcome::Done {
-        affected: 0,
-        info: String::new(),
-    }
+    Outcome::Done { affected: 0, info: String::new() }
 }
 
 /// A statement error: MySQL code and the detail message.
@@ -159,10 +148,7 @@ pub struct SqlError {
 
 impl SqlError {
     fn other(message: impl Into<String>) -> SqlError {
-        SqlError {
-            code: 1105,
-            message: message.into(),
-        }
+        SqlError { code: 1105, message: message.into() }
     }
     /// The text Doris sends: `errCode = 2, detailMessage = …`.
     pub fn doris_text(&self) -> String {
@@ -172,19 +158,13 @@ impl SqlError {
 
 impl From<EngineError> for SqlError {
     fn from(e: EngineError) -> Self {
-        SqlError {
-            code: e.mysql_code(),
-            message: e.to_string(),
-        }
+        SqlError { code: e.mysql_code(), message: e.to_string() }
     }
 }
 
 impl From<crate::ddl::SyntaxError> for SqlError {
     fn from(e: crate::ddl::SyntaxError) -> Self {
-        SqlError {
-            code: 1064,
-            message: e.0,
-        }
+        SqlError { code: 1064, message: e.0 }
     }
 }
 
@@ -209,17 +189,11 @@ pub fn clean_df_error(e: &DataFusionError) -> String {
 fn df_error(e: DataFusionError, current_db: Option<&str>) -> SqlError {
     let root = e.find_root();
     match root {
-        DataFusionError::SQL(pe, _) => SqlError {
-            code: 1064,
-            message: format!("Syntax error: {pe}"),
-        },
+        DataFusionError::SQL(pe, _) => SqlError { code: 1064, message: format!("Syntax error: {pe}") },
         DataFusionError::SchemaError(se, _) => {
             let msg = se.to_string();
             if let datafusion::common::SchemaError::FieldNotFound { field, .. } = se.as_ref() {
-                return SqlError {
-                    code: 1054,
-                    message: format!("Unknown column '{}' in 'table list'", field.name()),
-                };
+                return SqlError { code: 1054, message: format!("Unknown column '{}' in 'table list'", field.name()) };
             }
             SqlError::other(msg)
         }
@@ -304,26 +278,17 @@ pub fn default_vars() -> BTreeMap<String, String> {
         ("version_comment", VERSION_COMMENT),
         ("wait_timeout", "28800"),
     ];
-    v.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 impl Session {
     /// A new session for `user`.
     pub fn new(user: &str, connection_id: u32) -> Session {
-        Session {
-            user: user.to_string(),
-            db: None,
-            vars: default_vars(),
-            connection_id,
-        }
+        Session { user: user.to_string(), db: None, vars: default_vars(), connection_id }
     }
 
     fn var_true(&self, name: &str) -> bool {
-        self.vars
-            .get(name)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+        self.vars.get(name).is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
     }
 }
 
@@ -378,18 +343,17 @@ impl CatalogProvider for DorisCatalog {
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         if name.eq_ignore_ascii_case("information_schema") {
-            return Some(Arc::new(InfoSchema {
-                engine: self.engine.clone(),
-            }));
+            return Some(Arc::new(InfoSchema { engine: self.engine.clone() }));
         }
-        if !self.engine.lock().dbs.contains_key(name) {
-            return None;
-        }
-        Some(Arc::new(DorisSchema {
-            engine: self.engine.clone(),
-            db: name.to_string(),
-            show_hidden: self.show_hidden,
-        }))
+        let db = {
+            let st = self.engine.lock();
+            if st.dbs.contains_key(name) {
+                name.to_string()
+            } else {
+                st.dbs.keys().find(|d| d.eq_ignore_ascii_case(name))?.clone()
+            }
+        };
+        Some(Arc::new(DorisSchema { engine: self.engine.clone(), db, show_hidden: self.show_hidden }))
     }
 }
 
@@ -403,40 +367,45 @@ struct DorisSchema {
 #[async_trait]
 impl SchemaProvider for DorisSchema {
     fn table_names(&self) -> Vec<String> {
-        self.engine
-            .lock()
-            .dbs
-            .get(&self.db)
-            .map(|d| d.tables.keys().cloned().collect())
-            .unwrap_or_default()
+        self.engine.lock().dbs.get(&self.db).map(|d| d.tables.keys().cloned().collect()).unwrap_or_default()
     }
 
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
         let batch = {
             let mut st = self.engine.lock();
-            let Some(t) = st
-                .dbs
-                .get_mut(&self.db)
-                .and_then(|d| d.tables.get_mut(name))
-            else {
+            let Some(d) = st.dbs.get_mut(&self.db) else {
                 return Ok(None);
             };
-            t.snapshot(self.show_hidden, false)
-                .map_err(DataFusionError::Execution)?
+            let key = if d.tables.contains_key(name) {
+                name.to_string()
+            } else {
+                match d.tables.keys().find(|t| t.eq_ignore_ascii_case(name)) {
+                    Some(k) => k.clone(),
+                    None => return Ok(None),
+                }
+            };
+            let Some(t) = d.tables.get_mut(&key) else {
+                return Ok(None);
+            };
+            t.snapshot(self.show_hidden, false).map_err(DataFusionError::Execution)?
         };
-        Ok(Some(Arc::new(MemTable::try_new(
-            batch.schema(),
-            vec![vec![batch]],
-        )?)))
+        let batch = lower_case_fields(batch)?;
+        Ok(Some(Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.engine
-            .lock()
-            .dbs
-            .get(&self.db)
-            .is_some_and(|d| d.tables.contains_key(name))
+        self.engine.lock().dbs.get(&self.db).is_some_and(|d| d.tables.keys().any(|t| t.eq_ignore_ascii_case(name)))
     }
+}
+
+/// Renames every field to lower case (DataFusion normalises unquoted identifiers).
+pub fn lower_case_fields(batch: RecordBatch) -> datafusion::error::Result<RecordBatch> {
+    if batch.schema().fields().iter().all(|f| !f.name().chars().any(|c| c.is_ascii_uppercase())) {
+        return Ok(batch);
+    }
+    let fields: Vec<Field> =
+        batch.schema().fields().iter().map(|f| f.as_ref().clone().with_name(f.name().to_ascii_lowercase())).collect();
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), batch.columns().to_vec())?)
 }
 
 #[derive(Debug)]
@@ -444,10 +413,7 @@ struct InfoSchema {
     engine: Arc<Engine>,
 }
 
-fn string_batch(
-    names: &[&str],
-    rows: Vec<Vec<Option<String>>>,
-) -> datafusion::error::Result<RecordBatch> {
+fn string_batch(names: &[&str], rows: Vec<Vec<Option<String>>>) -> datafusion::error::Result<RecordBatch> {
     let schema = Arc::new(Schema::new(
         names
             .iter()
@@ -473,10 +439,8 @@ fn string_batch(
     let mut cols: Vec<Arc<dyn Array>> = Vec::new();
     for (i, f) in schema.fields().iter().enumerate() {
         if f.data_type() == &DataType::Int64 {
-            let a: arrow::array::Int64Array = rows
-                .iter()
-                .map(|r| r[i].as_ref().and_then(|s| s.parse::<i64>().ok()))
-                .collect();
+            let a: arrow::array::Int64Array =
+                rows.iter().map(|r| r[i].as_ref().and_then(|s| s.parse::<i64>().ok())).collect();
             cols.push(Arc::new(a));
         } else {
             let a: arrow::array::StringArray = rows.iter().map(|r| r[i].clone()).collect();
@@ -558,20 +522,16 @@ impl SchemaProvider for InfoSchema {
                         for (i, c) in t.schema.columns.iter().enumerate() {
                             let (size, digits) = c.ty.column_size_digits();
                             let (char_len, num_prec, num_scale) = match &c.ty {
-                                DorisType::Char(n) | DorisType::Varchar(n) => {
-                                    (Some(n.to_string()), None, None)
-                                }
+                                DorisType::Char(n) | DorisType::Varchar(n) => (Some(n.to_string()), None, None),
                                 DorisType::String => (Some("2147483643".to_string()), None, None),
-                                DorisType::Decimal {
-                                    precision, scale, ..
-                                } => (None, Some(precision.to_string()), Some(scale.to_string())),
+                                DorisType::Decimal { precision, scale, .. } => {
+                                    (None, Some(precision.to_string()), Some(scale.to_string()))
+                                }
                                 DorisType::TinyInt
                                 | DorisType::SmallInt
                                 | DorisType::Int
                                 | DorisType::BigInt
-                                | DorisType::LargeInt => {
-                                    (None, size.map(|s| s.to_string()), Some("0".to_string()))
-                                }
+                                | DorisType::LargeInt => (None, size.map(|s| s.to_string()), Some("0".to_string())),
                                 _ => (None, None, None),
                             };
                             rows.push(vec![
@@ -581,9 +541,7 @@ impl SchemaProvider for InfoSchema {
                                 Some(c.name.clone()),
                                 Some((i + 1).to_string()),
                                 match &c.default {
-                                    Some(crate::storage::DefaultValue::Literal(v)) => {
-                                        Some(v.clone())
-                                    }
+                                    Some(crate::storage::DefaultValue::Literal(v)) => Some(v.clone()),
                                     Some(crate::storage::DefaultValue::CurrentTimestamp(_)) => {
                                         Some("CURRENT_TIMESTAMP".into())
                                     }
@@ -595,17 +553,13 @@ impl SchemaProvider for InfoSchema {
                                 num_prec,
                                 num_scale,
                                 Some(c.ty.sql_name()),
-                                Some(
-                                    if i < t.schema.key_count
-                                        && t.schema.keys_type != KeysType::Duplicate
-                                    {
-                                        "UNI".into()
-                                    } else if i < t.schema.key_count {
-                                        "DUP".into()
-                                    } else {
-                                        String::new()
-                                    },
-                                ),
+                                Some(if i < t.schema.key_count && t.schema.keys_type != KeysType::Duplicate {
+                                    "UNI".into()
+                                } else if i < t.schema.key_count {
+                                    "DUP".into()
+                                } else {
+                                    String::new()
+                                }),
                                 Some(String::new()),
                                 Some("select,insert,update,references".into()),
                                 Some(c.comment.clone()),
@@ -641,17 +595,11 @@ impl SchemaProvider for InfoSchema {
             }
             _ => return Ok(None),
         };
-        Ok(Some(Arc::new(MemTable::try_new(
-            batch.schema(),
-            vec![vec![batch]],
-        )?)))
+        Ok(Some(Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        matches!(
-            name.to_ascii_lowercase().as_str(),
-            "schemata" | "tables" | "columns"
-        )
+        matches!(name.to_ascii_lowercase().as_str(), "schemata" | "tables" | "columns")
     }
 }
 
@@ -688,9 +636,7 @@ fn register_session_functions(ctx: &SessionContext, session: &Session) {
             vec![],
             DataType::Utf8,
             Volatility::Stable,
-            Arc::new(move |_args: &[ColumnarValue]| {
-                Ok(ColumnarValue::Scalar(ScalarValue::Utf8(value.clone())))
-            }),
+            Arc::new(move |_args: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(value.clone())))),
         );
         ctx.register_udf(f);
     }
@@ -700,55 +646,37 @@ fn register_session_functions(ctx: &SessionContext, session: &Session) {
         vec![],
         DataType::Int64,
         Volatility::Stable,
-        Arc::new(move |_args: &[ColumnarValue]| {
-            Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(id))))
-        }),
+        Arc::new(move |_args: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(id))))),
     ));
 }
 
 /// Formats one Arrow cell the way Doris prints it.
 pub fn cell_text(col: &dyn Array, fmt: &ArrayFormatter, row: usize) -> Option<String> {
-    if col.is_null(row) {
+    if col.logical_nulls().is_some_and(|n| n.is_null(row)) {
         return None;
     }
     Some(match col.data_type() {
-        DataType::Boolean => if col.as_boolean().value(row) {
-            "1"
-        } else {
-            "0"
-        }
-        .to_string(),
+        DataType::Boolean => if col.as_boolean().value(row) { "1" } else { "0" }.to_string(),
         DataType::Date32 => format_date(col.as_primitive::<Date32Type>().value(row)),
         DataType::Timestamp(unit, _) => {
             let us = match unit {
-                TimeUnit::Second => {
-                    col.as_primitive::<TimestampSecondType>().value(row) * 1_000_000
-                }
-                TimeUnit::Millisecond => {
-                    col.as_primitive::<TimestampMillisecondType>().value(row) * 1000
-                }
+                TimeUnit::Second => col.as_primitive::<TimestampSecondType>().value(row) * 1_000_000,
+                TimeUnit::Millisecond => col.as_primitive::<TimestampMillisecondType>().value(row) * 1000,
                 TimeUnit::Microsecond => col.as_primitive::<TimestampMicrosecondType>().value(row),
-                TimeUnit::Nanosecond => {
-                    col.as_primitive::<TimestampNanosecondType>().value(row) / 1000
-                }
+                TimeUnit::Nanosecond => col.as_primitive::<TimestampNanosecondType>().value(row) / 1000,
             };
             format_datetime(us, if us % 1_000_000 == 0 { 0 } else { 6 })
         }
-        DataType::Decimal128(_, s) => format_decimal(
-            col.as_primitive::<Decimal128Type>().value(row),
-            (*s).max(0) as u8,
-        ),
+        DataType::Decimal128(_, s) => {
+            format_decimal(col.as_primitive::<Decimal128Type>().value(row), (*s).max(0) as u8)
+        }
         _ => fmt.value(row).to_string(),
     })
 }
 
 /// Converts record batches to a text result set.
 pub fn batches_to_result(schema: &Schema, batches: &[RecordBatch]) -> Result<ResultSet, SqlError> {
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|f| (f.name().clone(), ColKind::of(f.data_type())))
-        .collect();
+    let columns = schema.fields().iter().map(|f| (f.name().clone(), ColKind::of(f.data_type()))).collect();
     let mut rows = Vec::new();
     let opts = FormatOptions::default();
     for b in batches {
@@ -759,13 +687,7 @@ pub fn batches_to_result(schema: &Schema, batches: &[RecordBatch]) -> Result<Res
             .collect::<Result<_, _>>()
             .map_err(|e| SqlError::other(e.to_string()))?;
         for r in 0..b.num_rows() {
-            rows.push(
-                b.columns()
-                    .iter()
-                    .zip(&fmts)
-                    .map(|(c, f)| cell_text(c.as_ref(), f, r))
-                    .collect(),
-            );
+            rows.push(b.columns().iter().zip(&fmts).map(|(c, f)| cell_text(c.as_ref(), f, r)).collect());
         }
     }
     Ok(ResultSet { columns, rows })
@@ -786,9 +708,7 @@ fn like_match(pattern: &str, s: &str) -> bool {
             None => s.is_empty(),
             Some('%') => (0..=s.len()).any(|i| rec(&p[1..], &s[i..])),
             Some('_') => !s.is_empty() && rec(&p[1..], &s[1..]),
-            Some(c) => {
-                s.first().is_some_and(|x| x.eq_ignore_ascii_case(c)) && rec(&p[1..], &s[1..])
-            }
+            Some(c) => s.first().is_some_and(|x| x.eq_ignore_ascii_case(c)) && rec(&p[1..], &s[1..]),
         }
     }
     let p: Vec<char> = pattern.chars().collect();
@@ -798,15 +718,8 @@ fn like_match(pattern: &str, s: &str) -> bool {
 
 fn hex_id() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
-    let n = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{:016x}{:016x}",
-        n as u64,
-        (n >> 64) as u64 ^ 0x9e3779b97f4a7c15
-    )
+    let n = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{:016x}{:016x}", n as u64, (n >> 64) as u64 ^ 0x9e3779b97f4a7c15)
 }
 
 impl Executor {
@@ -839,9 +752,7 @@ impl Executor {
                     || p.is_kw_at(1, "MATERIALIZED")
                     || p.is_kw_at(1, "INDEX")
                 {
-                    return Err(SqlError::other(format!(
-                        "doris-lite does not support: {stripped}"
-                    )));
+                    return Err(SqlError::other(format!("doris-lite does not support: {stripped}")));
                 }
                 if p.is_kw_at(1, "DATABASE") || p.is_kw_at(1, "SCHEMA") {
                     // Database names are resolved from the statement itself.
@@ -853,11 +764,7 @@ impl Executor {
                 p.advance();
                 let db = p.ident()?;
                 // `USE catalog.db`
-                let db = if p.eat(&Token::Period) {
-                    p.ident()?
-                } else {
-                    db
-                };
+                let db = if p.eat(&Token::Period) { p.ident()? } else { db };
                 self.engine.lock().db(&db)?;
                 s.db = Some(db);
                 Ok(done())
@@ -893,10 +800,7 @@ impl Executor {
         let ctx = SessionContext::new_with_config(config);
         ctx.register_catalog(
             "internal",
-            Arc::new(DorisCatalog {
-                engine: self.engine.clone(),
-                show_hidden: s.var_true("show_hidden_columns"),
-            }),
+            Arc::new(DorisCatalog { engine: self.engine.clone(), show_hidden: s.var_true("show_hidden_columns") }),
         );
         ctx.register_variable(VarType::System, Arc::new(SessionVars(s.vars.clone())));
         ctx.register_variable(VarType::UserDefined, Arc::new(SessionVars(BTreeMap::new())));
@@ -905,25 +809,43 @@ impl Executor {
         ctx
     }
 
-    async fn run_df(
-        &self,
-        ctx: &SessionContext,
-        s: &Session,
-        sql: &str,
-    ) -> Result<ResultSet, SqlError> {
+    async fn run_df(&self, ctx: &SessionContext, s: &Session, sql: &str) -> Result<ResultSet, SqlError> {
         let db = s.db.as_deref();
-        let df = ctx.sql(sql).await.map_err(|e| df_error(e, db))?;
+        let lowered = crate::ddl::lower_quoted_idents(sql);
+        let df = ctx.sql(&lowered).await.map_err(|e| df_error(e, db))?;
         let schema = df.schema().as_arrow().clone();
         let batches = df.collect().await.map_err(|e| df_error(e, db))?;
         let mut rs = batches_to_result(&schema, &batches)?;
-        // DataFusion lower-cases unquoted names; Doris echoes what the user wrote.
+        // Names are lower case inside DataFusion; show them as the user wrote them in the
+        // statement, else as the table defines them.
+        let originals = self.column_spellings();
         for (name, _) in rs.columns.iter_mut() {
-            let upper = name.to_ascii_uppercase();
-            if *name != upper && !sql.contains(name.as_str()) && sql.contains(&upper) {
-                *name = upper;
+            if let Some(spelled) = spelling_in_sql(sql, name) {
+                *name = spelled;
+            } else if let Some(orig) = originals.get(name.as_str()) {
+                *name = orig.clone();
             }
         }
         Ok(rs)
+    }
+
+    fn column_spellings(&self) -> std::collections::HashMap<String, String> {
+        let st = self.engine.lock();
+        let mut m = std::collections::HashMap::new();
+        for d in st.dbs.values() {
+            for t in d.tables.values() {
+                for c in &t.schema.columns {
+                    m.entry(c.name.to_ascii_lowercase()).or_insert_with(|| c.name.clone());
+                }
+                for (h, _) in t.schema.hidden_columns() {
+                    m.entry(h.to_ascii_lowercase()).or_insert_with(|| h.to_string());
+                }
+            }
+        }
+        for n in INFO_SCHEMA_UPPER {
+            m.entry(n.to_ascii_lowercase()).or_insert_with(|| n.to_string());
+        }
+        m
     }
 
     async fn query(&self, s: &Session, sql: &str) -> Result<Outcome, SqlError> {
@@ -942,11 +864,7 @@ impl Executor {
                 if p.eat_kw("COLLATE") {
                     let _ = p.literal_text();
                 }
-                for k in [
-                    "character_set_client",
-                    "character_set_connection",
-                    "character_set_results",
-                ] {
+                for k in ["character_set_client", "character_set_connection", "character_set_results"] {
                     s.vars.insert(k.into(), cs.clone());
                 }
             } else if p.eat_kw("PASSWORD") || p.eat_kw("TRANSACTION") {
@@ -1051,18 +969,12 @@ impl Executor {
             self.engine.lock().db(&db)?;
             return Ok(Outcome::Rows(ResultSet::strings(
                 &["Database", "Create Database"],
-                vec![vec![
-                    Some(db.clone()),
-                    Some(format!("CREATE DATABASE `{db}`")),
-                ]],
+                vec![vec![Some(db.clone()), Some(format!("CREATE DATABASE `{db}`"))]],
             )));
         }
         if p.eat_kw("COLUMNS") || p.eat_kw("FIELDS") {
             if !(p.eat_kw("FROM") || p.eat_kw("IN")) {
-                return Err(SqlError {
-                    code: 1064,
-                    message: "Syntax error: expecting FROM".into(),
-                });
+                return Err(SqlError { code: 1064, message: "Syntax error: expecting FROM".into() });
             }
             let mut name = p.object_name()?;
             if p.eat_kw("FROM") || p.eat_kw("IN") {
@@ -1079,9 +991,7 @@ impl Executor {
                 }
                 let default = match &c.default {
                     Some(crate::storage::DefaultValue::Literal(v)) => Some(v.clone()),
-                    Some(crate::storage::DefaultValue::CurrentTimestamp(_)) => {
-                        Some("CURRENT_TIMESTAMP".into())
-                    }
+                    Some(crate::storage::DefaultValue::CurrentTimestamp(_)) => Some("CURRENT_TIMESTAMP".into()),
                     _ => None,
                 };
                 let key = Some(if i < t.schema.key_count { "YES" } else { "NO" }.to_string());
@@ -1100,28 +1010,11 @@ impl Executor {
                         Some(c.comment.clone()),
                     ]);
                 } else {
-                    rows.push(vec![
-                        Some(c.name.clone()),
-                        Some(c.ty.sql_name()),
-                        null,
-                        key,
-                        default,
-                        extra,
-                    ]);
+                    rows.push(vec![Some(c.name.clone()), Some(c.ty.sql_name()), null, key, default, extra]);
                 }
             }
             let names: &[&str] = if full {
-                &[
-                    "Field",
-                    "Type",
-                    "Collation",
-                    "Null",
-                    "Key",
-                    "Default",
-                    "Extra",
-                    "Privileges",
-                    "Comment",
-                ]
+                &["Field", "Type", "Collation", "Null", "Key", "Default", "Extra", "Privileges", "Comment"]
             } else {
                 &["Field", "Type", "Null", "Key", "Default", "Extra"]
             };
@@ -1137,12 +1030,7 @@ impl Executor {
                 .map(|(k, v)| {
                     let d = defaults.get(k).cloned().unwrap_or_default();
                     let changed = if d == *v { "0" } else { "1" };
-                    vec![
-                        Some(k.clone()),
-                        Some(v.clone()),
-                        Some(d),
-                        Some(changed.into()),
-                    ]
+                    vec![Some(k.clone()), Some(v.clone()), Some(d), Some(changed.into())]
                 })
                 .collect();
             return Ok(Outcome::Rows(ResultSet::strings(
@@ -1159,11 +1047,7 @@ impl Executor {
                 Some(i.fe_http_port.to_string()),
                 Some(i.query_port.to_string()),
                 Some("9020".into()),
-                Some(if i.flight_port == 0 {
-                    "-1".into()
-                } else {
-                    i.flight_port.to_string()
-                }),
+                Some(if i.flight_port == 0 { "-1".into() } else { i.flight_port.to_string() }),
                 Some("FOLLOWER".into()),
                 Some("true".into()),
                 Some("1".into()),
@@ -1211,11 +1095,7 @@ impl Executor {
                 Some("9060".into()),
                 Some(i.be_http_port.to_string()),
                 Some("8060".into()),
-                Some(if i.flight_port == 0 {
-                    "-1".into()
-                } else {
-                    i.flight_port.to_string()
-                }),
+                Some(if i.flight_port == 0 { "-1".into() } else { i.flight_port.to_string() }),
                 Some("true".into()),
                 Some(VERSION_COMMENT.into()),
             ];
@@ -1266,14 +1146,7 @@ impl Executor {
                 })
                 .unwrap_or_default();
             return Ok(Outcome::Rows(ResultSet::strings(
-                &[
-                    "TransactionId",
-                    "Label",
-                    "Coordinator",
-                    "TransactionStatus",
-                    "LoadJobSourceType",
-                    "Reason",
-                ],
+                &["TransactionId", "Label", "Coordinator", "TransactionStatus", "LoadJobSourceType", "Reason"],
                 rows,
             )));
         }
@@ -1308,18 +1181,9 @@ impl Executor {
             || p.eat_kw("CHARSET")
             || p.eat_kw("PROCESSLIST")
         {
-            return Ok(Outcome::Rows(ResultSet::strings(
-                &["Level", "Code", "Message"],
-                Vec::new(),
-            )));
+            return Ok(Outcome::Rows(ResultSet::strings(&["Level", "Code", "Message"], Vec::new())));
         }
-        Err(SqlError {
-            code: 1064,
-            message: format!(
-                "Syntax error: doris-lite does not support SHOW {}",
-                p.rest()
-            ),
-        })
+        Err(SqlError { code: 1064, message: format!("Syntax error: doris-lite does not support SHOW {}", p.rest()) })
     }
 
     fn desc(&self, s: &Session, name: &ObjectName, all: bool) -> Result<Outcome, SqlError> {
@@ -1334,39 +1198,21 @@ impl Executor {
             .map(|(i, c)| {
                 let extra = match (t.schema.keys_type, i < t.schema.key_count) {
                     (_, true) => String::new(),
-                    (KeysType::Aggregate, false) => {
-                        c.agg.map(|a| a.sql().to_string()).unwrap_or_default()
-                    }
+                    (KeysType::Aggregate, false) => c.agg.map(|a| a.sql().to_string()).unwrap_or_default(),
                     (KeysType::Unique, false) => "REPLACE".into(),
                     (KeysType::Duplicate, false) => "NONE".into(),
                 };
                 let default = match &c.default {
                     Some(crate::storage::DefaultValue::Literal(v)) => Some(v.clone()),
-                    Some(crate::storage::DefaultValue::CurrentTimestamp(_)) => {
-                        Some("CURRENT_TIMESTAMP".into())
-                    }
+                    Some(crate::storage::DefaultValue::CurrentTimestamp(_)) => Some("CURRENT_TIMESTAMP".into()),
                     _ => None,
                 };
-                (
-                    c.name.clone(),
-                    c.ty.clone(),
-                    c.nullable,
-                    i < t.schema.key_count,
-                    default,
-                    extra,
-                )
+                (c.name.clone(), c.ty.clone(), c.nullable, i < t.schema.key_count, default, extra)
             })
             .collect();
         if s.var_true("show_hidden_columns") {
             for (n, ty) in t.schema.hidden_columns() {
-                cols.push((
-                    n.to_string(),
-                    ty,
-                    false,
-                    false,
-                    Some("0".into()),
-                    "REPLACE".into(),
-                ));
+                cols.push((n.to_string(), ty, false, false, Some("0".into()), "REPLACE".into()));
             }
         }
         let bool_s = |b: bool, t: &str, f: &str| Some(if b { t } else { f }.to_string());
@@ -1376,16 +1222,8 @@ impl Executor {
                 .enumerate()
                 .map(|(i, (n, ty, null, key, def, extra))| {
                     vec![
-                        if i == 0 {
-                            Some(t.name.clone())
-                        } else {
-                            Some(String::new())
-                        },
-                        if i == 0 {
-                            Some(t.schema.keys_type.api_name().into())
-                        } else {
-                            Some(String::new())
-                        },
+                        if i == 0 { Some(t.name.clone()) } else { Some(String::new()) },
+                        if i == 0 { Some(t.schema.keys_type.api_name().into()) } else { Some(String::new()) },
                         Some(n),
                         Some(desc_type(&ty)),
                         Some(ty.primitive_name()),
@@ -1430,19 +1268,14 @@ impl Executor {
                 ]
             })
             .collect();
-        Ok(Outcome::Rows(ResultSet::strings(
-            &["Field", "Type", "Null", "Key", "Default", "Extra"],
-            rows,
-        )))
+        Ok(Outcome::Rows(ResultSet::strings(&["Field", "Type", "Null", "Key", "Default", "Extra"], rows)))
     }
 
     async fn insert(&self, s: &mut Session, p: &mut Parser<'_>) -> Result<Outcome, SqlError> {
         p.advance();
         if !p.eat_kw("INTO") {
             p.expect_kw("OVERWRITE")?;
-            return Err(SqlError::other(
-                "doris-lite does not support INSERT OVERWRITE",
-            ));
+            return Err(SqlError::other("doris-lite does not support INSERT OVERWRITE"));
         }
         p.eat_kw("TABLE");
         let name = p.object_name()?;
@@ -1454,20 +1287,14 @@ impl Executor {
         if p.eat_kws(&["WITH", "LABEL"]) {
             label = Some(p.ident()?);
         }
-        let cols = if matches!(p.peek(), Token::LParen)
-            && !p.is_kw_at(1, "SELECT")
-            && !p.is_kw_at(1, "WITH")
-        {
+        let cols = if matches!(p.peek(), Token::LParen) && !p.is_kw_at(1, "SELECT") && !p.is_kw_at(1, "WITH") {
             Some(p.ident_list()?)
         } else {
             None
         };
         let query = p.rest().to_string();
         if query.is_empty() {
-            return Err(SqlError {
-                code: 1064,
-                message: "Syntax error: INSERT needs VALUES or SELECT".into(),
-            });
+            return Err(SqlError { code: 1064, message: "Syntax error: INSERT needs VALUES or SELECT".into() });
         }
         let schema = self.engine.lock().table(&db, &name.name)?.schema.clone();
         let targets: Vec<String> = match &cols {
@@ -1487,21 +1314,13 @@ impl Executor {
         if rs.columns.len() != targets.len() {
             return Err(SqlError::other("Column count doesn't match value count"));
         }
-        let partial = s.var_true("enable_unique_key_partial_update")
-            && cols.is_some()
-            && schema.keys_type == KeysType::Unique;
+        let partial =
+            s.var_true("enable_unique_key_partial_update") && cols.is_some() && schema.keys_type == KeysType::Unique;
         let strict = s.var_true("enable_insert_strict");
-        let map: Vec<Option<usize>> = schema
-            .columns
-            .iter()
-            .map(|c| targets.iter().position(|t| t.eq_ignore_ascii_case(&c.name)))
-            .collect();
-        let del_idx = targets
-            .iter()
-            .position(|t| t.eq_ignore_ascii_case(DELETE_SIGN));
-        let seq_idx = targets
-            .iter()
-            .position(|t| t.eq_ignore_ascii_case(SEQUENCE_COL));
+        let map: Vec<Option<usize>> =
+            schema.columns.iter().map(|c| targets.iter().position(|t| t.eq_ignore_ascii_case(&c.name))).collect();
+        let del_idx = targets.iter().position(|t| t.eq_ignore_ascii_case(DELETE_SIGN));
+        let seq_idx = targets.iter().position(|t| t.eq_ignore_ascii_case(SEQUENCE_COL));
         let seq_type = schema.sequence_type();
         let mut ops = Vec::with_capacity(rs.rows.len());
         let mut filtered = 0u64;
@@ -1512,10 +1331,9 @@ impl Executor {
                 let v = match map[ci] {
                     Some(i) => match &row[i] {
                         None if c.nullable => Ok(Value::Null),
-                        None => Err(format!(
-                            "Insert has filtered data in strict mode. column `{}` is not nullable",
-                            c.name
-                        )),
+                        None => {
+                            Err(format!("Insert has filtered data in strict mode. column `{}` is not nullable", c.name))
+                        }
                         Some(text) => c.ty.parse_text(text),
                     },
                     None => c.default_value(),
@@ -1524,9 +1342,7 @@ impl Executor {
                     Ok(v) => values.push(v),
                     Err(e) => {
                         if strict {
-                            return Err(SqlError::other(format!(
-                                "Insert has filtered data in strict mode. {e}"
-                            )));
+                            return Err(SqlError::other(format!("Insert has filtered data in strict mode. {e}")));
                         }
                         ok = false;
                         break;
@@ -1537,21 +1353,12 @@ impl Executor {
                 filtered += 1;
                 continue;
             }
-            let delete = del_idx
-                .and_then(|i| row[i].as_deref())
-                .is_some_and(|v| v != "0");
+            let delete = del_idx.and_then(|i| row[i].as_deref()).is_some_and(|v| v != "0");
             let seq = match (seq_idx, &seq_type) {
-                (Some(i), Some(t)) => row[i]
-                    .as_deref()
-                    .and_then(|v| t.parse_text(v).ok())
-                    .unwrap_or(Value::Null),
+                (Some(i), Some(t)) => row[i].as_deref().and_then(|v| t.parse_text(v).ok()).unwrap_or(Value::Null),
                 _ => Value::Null,
             };
-            ops.push(RowOp {
-                values,
-                delete,
-                seq,
-            });
+            ops.push(RowOp { values, delete, seq });
         }
         let _ = filtered;
         let affected = ops.len() as u64;
@@ -1559,17 +1366,11 @@ impl Executor {
         let label = label.unwrap_or_else(|| format!("insert_{}", hex_id()));
         let begun = self.engine.begin(&db, &name.name, &label)?;
         let txn = begun.txn_id;
-        if let Err(e) = self
-            .engine
-            .commit(txn, TableWrite::Rows { ops, partial: mask })
-        {
+        if let Err(e) = self.engine.commit(txn, TableWrite::Rows { ops, partial: mask }) {
             self.engine.abort(txn, &e.to_string());
             return Err(e.into());
         }
-        Ok(Outcome::Done {
-            affected,
-            info: format!("{{'label':'{label}', 'status':'VISIBLE', 'txnId':'{txn}'}}"),
-        })
+        Ok(Outcome::Done { affected, info: format!("{{'label':'{label}', 'status':'VISIBLE', 'txnId':'{txn}'}}") })
     }
 
     async fn delete(&self, s: &mut Session, p: &mut Parser<'_>) -> Result<Outcome, SqlError> {
@@ -1584,49 +1385,37 @@ impl Executor {
                 p.ident()?;
             }
         }
-        let cond = if p.eat_kw("WHERE") {
-            p.rest().to_string()
-        } else {
-            "true".to_string()
-        };
+        let cond = if p.eat_kw("WHERE") { p.rest().to_string() } else { "true".to_string() };
         for _attempt in 0..5 {
             let (batch, version, keys_type, hidden) = {
                 let mut st = self.engine.lock();
                 let t = st.table_mut(&db, &name.name)?;
                 let keys_type = t.schema.keys_type;
                 let hidden = keys_type == KeysType::Unique && t.schema.has_sequence();
-                let b = t.snapshot(hidden, true).map_err(SqlError::other)?;
+                let b = lower_case_fields(t.snapshot(hidden, true).map_err(SqlError::other)?)
+                    .map_err(|e| SqlError::other(e.to_string()))?;
                 (b, t.data_version, keys_type, hidden)
             };
-            let config = SessionConfig::new()
-                .with_target_partitions(1)
-                .set_str("datafusion.sql_parser.dialect", "MySQL");
+            let config =
+                SessionConfig::new().with_target_partitions(1).set_str("datafusion.sql_parser.dialect", "MySQL");
             let ctx = SessionContext::new_with_config(config);
             register_doris_functions(&ctx);
             register_session_functions(&ctx, s);
-            let table = MemTable::try_new(batch.schema(), vec![vec![batch]])
-                .map_err(|e| SqlError::other(e.to_string()))?;
-            ctx.register_table("__target", Arc::new(table))
-                .map_err(|e| SqlError::other(e.to_string()))?;
+            let table =
+                MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| SqlError::other(e.to_string()))?;
+            ctx.register_table("__target", Arc::new(table)).map_err(|e| SqlError::other(e.to_string()))?;
             let q = format!("SELECT * FROM __target WHERE {cond}");
             let rs = self.run_df(&ctx, s, &q).await?;
-            let rowid_col = rs
-                .columns
-                .iter()
-                .position(|(n, _)| n == ROWID_COL)
-                .unwrap_or(0);
+            let rowid_col = rs.columns.iter().position(|(n, _)| n == ROWID_COL).unwrap_or(0);
             let affected = rs.rows.len() as u64;
             let write = match keys_type {
                 KeysType::Duplicate => TableWrite::DeleteRowIds(
-                    rs.rows
-                        .iter()
-                        .filter_map(|r| r[rowid_col].as_deref().and_then(|v| v.parse().ok()))
-                        .collect(),
+                    rs.rows.iter().filter_map(|r| r[rowid_col].as_deref().and_then(|v| v.parse().ok())).collect(),
                 ),
                 _ => {
                     let st = self.engine.lock();
                     let t = st.table(&db, &name.name)?;
-                    let seq_pos = rs.columns.iter().position(|(n, _)| n == SEQUENCE_COL);
+                    let seq_pos = rs.columns.iter().position(|(n, _)| n.eq_ignore_ascii_case(SEQUENCE_COL));
                     let seq_ty = t.schema.sequence_type();
                     let ops = rs
                         .rows
@@ -1638,23 +1427,16 @@ impl Executor {
                                 .iter()
                                 .enumerate()
                                 .map(|(i, c)| {
-                                    r[i].as_deref()
-                                        .and_then(|v| c.ty.parse_text(v).ok())
-                                        .unwrap_or(Value::Null)
+                                    r[i].as_deref().and_then(|v| c.ty.parse_text(v).ok()).unwrap_or(Value::Null)
                                 })
                                 .collect();
                             let seq = match (seq_pos, &seq_ty) {
-                                (Some(i), Some(ty)) if hidden => r[i]
-                                    .as_deref()
-                                    .and_then(|v| ty.parse_text(v).ok())
-                                    .unwrap_or(Value::Null),
+                                (Some(i), Some(ty)) if hidden => {
+                                    r[i].as_deref().and_then(|v| ty.parse_text(v).ok()).unwrap_or(Value::Null)
+                                }
                                 _ => Value::Null,
                             };
-                            RowOp {
-                                values,
-                                delete: true,
-                                seq,
-                            }
+                            RowOp { values, delete: true, seq }
                         })
                         .collect();
                     TableWrite::Rows { ops, partial: None }
@@ -1666,24 +1448,70 @@ impl Executor {
                 let st = self.engine.lock();
                 if st.table(&db, &name.name)?.data_version != version {
                     drop(st);
-                    self.engine
-                        .abort(begun.txn_id, "concurrent write, retrying");
+                    self.engine.abort(begun.txn_id, "concurrent write, retrying");
                     continue;
                 }
             }
             self.engine.commit(begun.txn_id, write)?;
             return Ok(Outcome::Done {
                 affected,
-                info: format!(
-                    "{{'label':'{label}', 'status':'VISIBLE', 'txnId':'{}'}}",
-                    begun.txn_id
-                ),
+                info: format!("{{'label':'{label}', 'status':'VISIBLE', 'txnId':'{}'}}", begun.txn_id),
             });
         }
-        Err(SqlError::other(
-            "DELETE conflicted with concurrent loads, please retry",
-        ))
+        Err(SqlError::other("DELETE conflicted with concurrent loads, please retry"))
     }
+}
+
+const INFO_SCHEMA_UPPER: &[&str] = &[
+    "CATALOG_NAME",
+    "SCHEMA_NAME",
+    "DEFAULT_CHARACTER_SET_NAME",
+    "DEFAULT_COLLATION_NAME",
+    "SQL_PATH",
+    "TABLE_CATALOG",
+    "TABLE_SCHEMA",
+    "TABLE_NAME",
+    "TABLE_TYPE",
+    "ENGINE",
+    "TABLE_ROWS",
+    "TABLE_COMMENT",
+    "COLUMN_NAME",
+    "ORDINAL_POSITION",
+    "COLUMN_DEFAULT",
+    "IS_NULLABLE",
+    "DATA_TYPE",
+    "CHARACTER_MAXIMUM_LENGTH",
+    "NUMERIC_PRECISION",
+    "NUMERIC_SCALE",
+    "COLUMN_TYPE",
+    "COLUMN_KEY",
+    "EXTRA",
+    "PRIVILEGES",
+    "COLUMN_COMMENT",
+    "COLUMN_SIZE",
+    "DECIMAL_DIGITS",
+];
+
+/// The spelling of identifier `name` in `sql` (case-insensitive whole-word match).
+fn spelling_in_sql(sql: &str, name: &str) -> Option<String> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let lower = sql.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(name) {
+        let at = from + i;
+        let end = at + name.len();
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let before_ok = at == 0 || !word(bytes[at - 1]);
+        let after_ok = end >= bytes.len() || !word(bytes[end]);
+        if before_ok && after_ok {
+            return Some(sql[at..end].to_string());
+        }
+        from = end;
+    }
+    None
 }
 
 fn strip_leading_comments(sql: &str) -> &str {
@@ -1738,27 +1566,27 @@ mod tests {
         let mut s = Session::new("root", 1);
         run(&ex, &mut s, "CREATE DATABASE test").await;
         run(&ex, &mut s, "USE test").await;
-        run(&ex, &mut s, "CREATE TABLE d (k INT, v VARCHAR(20), dt DATETIME) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3").await;
-        let o = run(&ex, &mut s, "INSERT INTO d WITH LABEL l1 VALUES (1, \"a\", '2024-01-01 10:00:00'), (2, 'b', NULL), (3, 'c', NULL)").await;
+        run(
+            &ex,
+            &mut s,
+            "CREATE TABLE d (k INT, v VARCHAR(20), dt DATETIME) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3",
+        )
+        .await;
+        let o = run(
+            &ex,
+            &mut s,
+            "INSERT INTO d WITH LABEL l1 VALUES (1, \"a\", '2024-01-01 10:00:00'), (2, 'b', NULL), (3, 'c', NULL)",
+        )
+        .await;
         match o {
             Outcome::Done { affected, info } => {
                 assert_eq!(affected, 3);
-                assert!(
-                    info.starts_with("{'label':'l1', 'status':'VISIBLE', 'txnId':'"),
-                    "{info}"
-                );
+                assert!(info.starts_with("{'label':'l1', 'status':'VISIBLE', 'txnId':'"), "{info}");
             }
             _ => panic!(),
         }
         let r = rows(run(&ex, &mut s, "SELECT k, v, dt FROM d ORDER BY k").await);
-        assert_eq!(
-            r[0],
-            vec![
-                Some("1".into()),
-                Some("a".into()),
-                Some("2024-01-01 10:00:00".into())
-            ]
-        );
+        assert_eq!(r[0], vec![Some("1".into()), Some("a".into()), Some("2024-01-01 10:00:00".into())]);
         run(&ex, &mut s, "DELETE FROM d WHERE k IN (1, 3)").await;
         let r = rows(run(&ex, &mut s, "SELECT count(*) FROM d").await);
         assert_eq!(r[0][0].as_deref(), Some("1"));
@@ -1769,21 +1597,10 @@ mod tests {
         let e = ex.execute(&mut s, "SELEC 1").await.unwrap_err();
         assert_eq!(e.code, 1064);
         let e = ex.execute(&mut s, "USE nodb").await.unwrap_err();
-        assert_eq!(
-            (e.code, e.message.as_str()),
-            (1049, "Unknown database 'nodb'")
-        );
+        assert_eq!((e.code, e.message.as_str()), (1049, "Unknown database 'nodb'"));
         let r = rows(run(&ex, &mut s, "select @@version_comment limit 1").await);
         assert!(r[0][0].as_deref().unwrap().contains("Doris"));
         let r = rows(run(&ex, &mut s, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = 'd'").await);
-        assert_eq!(
-            r[1],
-            vec![
-                Some("v".into()),
-                Some("varchar".into()),
-                Some("20".into()),
-                None
-            ]
-        );
+        assert_eq!(r[1], vec![Some("v".into()), Some("varchar".into()), Some("20".into()), None]);
     }
 }

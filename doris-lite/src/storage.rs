@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder,
-    Int8Builder, Int16Builder, Int32Builder, Int64Builder, StringBuilder,
-    TimestampMicrosecondBuilder, UInt64Builder,
+    ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder, Int8Builder,
+    Int16Builder, Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder, UInt64Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -148,10 +147,7 @@ impl Column {
         match &self.default {
             Some(DefaultValue::Literal(s)) => self.ty.parse_text(s),
             Some(DefaultValue::CurrentTimestamp(_)) => {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_micros() as i64)
-                    .unwrap_or(0);
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
                 Ok(match self.ty {
                     DorisType::Date => Value::Date((now / 86_400_000_000) as i32),
                     DorisType::DateTime(_) => Value::DateTime(now),
@@ -159,10 +155,7 @@ impl Column {
                 })
             }
             Some(DefaultValue::Null) | None if self.nullable => Ok(Value::Null),
-            _ => Err(format!(
-                "the column `{}` is not nullable and has no default value",
-                self.name
-            )),
+            _ => Err(format!("the column `{}` is not nullable and has no default value", self.name)),
         }
     }
 }
@@ -217,23 +210,17 @@ pub struct TableSchema {
 impl TableSchema {
     /// Property lookup.
     pub fn property(&self, key: &str) -> Option<&str> {
-        self.properties
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.as_str())
+        self.properties.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
     }
 
     /// Index of a visible column (case-insensitive as in Doris).
     pub fn column_index(&self, name: &str) -> Option<usize> {
-        self.columns
-            .iter()
-            .position(|c| c.name.eq_ignore_ascii_case(name))
+        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
     }
 
     /// Index of the column named by `function_column.sequence_col`, if any.
     pub fn sequence_column(&self) -> Option<usize> {
-        self.property("function_column.sequence_col")
-            .and_then(|c| self.column_index(c))
+        self.property("function_column.sequence_col").and_then(|c| self.column_index(c))
     }
 
     /// Type of the hidden `__DORIS_SEQUENCE_COL__` (`function_column.sequence_type`).
@@ -244,15 +231,13 @@ impl TableSchema {
 
     /// Does the table carry a sequence (column or hidden)?
     pub fn has_sequence(&self) -> bool {
-        self.keys_type == KeysType::Unique
-            && (self.sequence_column().is_some() || self.sequence_type().is_some())
+        self.keys_type == KeysType::Unique && (self.sequence_column().is_some() || self.sequence_type().is_some())
     }
 
     /// Row binlog / changelog enabled (`changelog.enable` or `binlog.enable` + `binlog.format=ROW`).
     pub fn changelog_enabled(&self) -> bool {
         self.property("changelog.enable") == Some("true")
-            || (self.property("binlog.enable") == Some("true")
-                && self.property("binlog.format") == Some("ROW"))
+            || (self.property("binlog.enable") == Some("true") && self.property("binlog.format") == Some("ROW"))
     }
 
     /// Before images kept in change records.
@@ -282,9 +267,7 @@ impl TableSchema {
     /// The distribution column indexes (empty for RANDOM).
     pub fn distribution_indexes(&self) -> Vec<usize> {
         match &self.distribution {
-            Distribution::Hash(cols, _) => {
-                cols.iter().filter_map(|c| self.column_index(c)).collect()
-            }
+            Distribution::Hash(cols, _) => cols.iter().filter_map(|c| self.column_index(c)).collect(),
             Distribution::Random(_) => Vec::new(),
         }
     }
@@ -425,10 +408,7 @@ impl Table {
         let tablets = (0..n)
             .map(|_| {
                 *next_id += 1;
-                Tablet {
-                    id: *next_id,
-                    ..Default::default()
-                }
+                Tablet { id: *next_id, ..Default::default() }
             })
             .collect();
         Table {
@@ -510,11 +490,7 @@ impl Table {
                     lsn,
                     op,
                     after: after.to_vec(),
-                    before: if historical {
-                        before.map(|b| b.to_vec())
-                    } else {
-                        None
-                    },
+                    before: if historical { before.map(|b| b.to_vec()) } else { None },
                     commit_ms,
                 });
                 lsn += 1;
@@ -524,10 +500,7 @@ impl Table {
             TableWrite::DeleteRowIds(ids) => {
                 let mut by_tablet: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
                 for id in ids {
-                    by_tablet
-                        .entry((id >> 40) as usize)
-                        .or_default()
-                        .push((id & ((1 << 40) - 1)) as usize);
+                    by_tablet.entry((id >> 40) as usize).or_default().push((id & ((1 << 40) - 1)) as usize);
                 }
                 for (t, mut idx) in by_tablet {
                     let Some(tablet) = self.tablets.get_mut(t) else {
@@ -548,8 +521,7 @@ impl Table {
                 let keys_type = self.schema.keys_type;
                 let has_seq = self.schema.has_sequence();
                 let seq_col = self.schema.sequence_column();
-                let aggs: Vec<Option<AggType>> =
-                    self.schema.columns.iter().map(|c| c.agg).collect();
+                let aggs: Vec<Option<AggType>> = self.schema.columns.iter().map(|c| c.agg).collect();
                 for op in ops {
                     let b = self.bucket_of(&op.values, &dist);
                     let tablet = &mut self.tablets[b];
@@ -566,38 +538,10 @@ impl Table {
                         }
                         KeysType::Unique => {
                             let key: Vec<Value> = op.values[..key_count].to_vec();
-                            let seq = match seq_col {
-                                Some(i) if op.seq.is_null() => op.values[i].clone(),
-                                _ => op.seq.clone(),
-                            };
                             let existing = tablet.keyed.get(&key);
-                            if has_seq
-                                && let Some(old) = existing
-                                && seq < old.seq
-                            {
-                                continue;
-                            }
                             let live_old = existing.filter(|r| !r.deleted).cloned();
-                            if op.delete {
-                                if let Some(old) = &live_old {
-                                    record(ChangeOp::Delete, &old.values, None);
-                                }
-                                if has_seq {
-                                    tablet.keyed.insert(
-                                        key,
-                                        StoredRow {
-                                            values: op.values.clone(),
-                                            seq,
-                                            version,
-                                            tso,
-                                            deleted: true,
-                                        },
-                                    );
-                                } else {
-                                    tablet.keyed.remove(&key);
-                                }
-                                continue;
-                            }
+                            // Partial update: unsupplied columns (the sequence column too)
+                            // keep their stored values.
                             let mut values = op.values.clone();
                             if let (Some(mask), Some(old)) = (partial, &live_old) {
                                 for (i, supplied) in mask.iter().enumerate() {
@@ -606,6 +550,30 @@ impl Table {
                                     }
                                 }
                             }
+                            let seq = match seq_col {
+                                Some(i) if op.seq.is_null() => values[i].clone(),
+                                _ => op.seq.clone(),
+                            };
+                            if has_seq
+                                && let Some(old) = existing
+                                && seq < old.seq
+                            {
+                                continue;
+                            }
+                            if op.delete {
+                                if let Some(old) = &live_old {
+                                    record(ChangeOp::Delete, &old.values, None);
+                                }
+                                if has_seq {
+                                    tablet.keyed.insert(
+                                        key,
+                                        StoredRow { values: op.values.clone(), seq, version, tso, deleted: true },
+                                    );
+                                } else {
+                                    tablet.keyed.remove(&key);
+                                }
+                                continue;
+                            }
                             match &live_old {
                                 Some(old) => {
                                     record(ChangeOp::UpdateBefore, &old.values, None);
@@ -613,21 +581,8 @@ impl Table {
                                 }
                                 None => record(ChangeOp::Append, &values, None),
                             }
-                            let seq = if let Some(i) = seq_col {
-                                values[i].clone()
-                            } else {
-                                seq
-                            };
-                            tablet.keyed.insert(
-                                key,
-                                StoredRow {
-                                    values,
-                                    seq,
-                                    version,
-                                    tso,
-                                    deleted: false,
-                                },
-                            );
+                            let seq = if let Some(i) = seq_col { values[i].clone() } else { seq };
+                            tablet.keyed.insert(key, StoredRow { values, seq, version, tso, deleted: false });
                         }
                         KeysType::Aggregate => {
                             let key: Vec<Value> = op.values[..key_count].to_vec();
@@ -693,12 +648,8 @@ impl Table {
 
     /// Arrow schema of a snapshot.
     pub fn arrow_schema(&self, with_hidden: bool, with_rowid: bool) -> SchemaRef {
-        let mut fields: Vec<Field> = self
-            .schema
-            .columns
-            .iter()
-            .map(|c| Field::new(&c.name, c.ty.arrow_type(), true))
-            .collect();
+        let mut fields: Vec<Field> =
+            self.schema.columns.iter().map(|c| Field::new(&c.name, c.ty.arrow_type(), true)).collect();
         if with_hidden {
             for (name, ty) in self.schema.hidden_columns() {
                 fields.push(Field::new(name, ty.arrow_type(), true));
@@ -720,32 +671,20 @@ impl Table {
             return Ok(b.clone());
         }
         let schema = self.arrow_schema(with_hidden, with_rowid);
-        let hidden = if with_hidden {
-            self.schema.hidden_columns()
-        } else {
-            Vec::new()
-        };
+        let hidden = if with_hidden { self.schema.hidden_columns() } else { Vec::new() };
         let mut types: Vec<DorisType> = self.schema.columns.iter().map(|c| c.ty.clone()).collect();
         types.extend(hidden.iter().map(|(_, t)| t.clone()));
         let rows: Vec<(u64, &StoredRow)> = self
             .tablets
             .iter()
             .enumerate()
-            .flat_map(|(ti, t)| {
-                t.live_rows()
-                    .enumerate()
-                    .map(move |(ri, r)| (((ti as u64) << 40) | ri as u64, r))
-            })
+            .flat_map(|(ti, t)| t.live_rows().enumerate().map(move |(ri, r)| (((ti as u64) << 40) | ri as u64, r)))
             .collect();
         let ncols = self.schema.columns.len();
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(types.len() + 1);
         for (ci, ty) in types.iter().enumerate() {
             let cell = |r: &StoredRow| -> Value {
-                if ci < ncols {
-                    r.values[ci].clone()
-                } else {
-                    hidden_value(hidden[ci - ncols].0, r)
-                }
+                if ci < ncols { r.values[ci].clone() } else { hidden_value(hidden[ci - ncols].0, r) }
             };
             arrays.push(build_array(ty, rows.iter().map(|(_, r)| cell(r)))?);
         }
@@ -765,10 +704,7 @@ impl Table {
 }
 
 /// Builds one Arrow array of `ty` from values.
-pub fn build_array(
-    ty: &DorisType,
-    values: impl Iterator<Item = Value>,
-) -> Result<ArrayRef, String> {
+pub fn build_array(ty: &DorisType, values: impl Iterator<Item = Value>) -> Result<ArrayRef, String> {
     macro_rules! ints {
         ($b:ty, $t:ty) => {{
             let mut b = <$b>::new();
@@ -829,11 +765,7 @@ pub fn build_array(
                     _ => b.append_null(),
                 }
             }
-            Arc::new(
-                b.finish()
-                    .with_precision_and_scale(p, s)
-                    .map_err(|e| e.to_string())?,
-            )
+            Arc::new(b.finish().with_precision_and_scale(p, s).map_err(|e| e.to_string())?)
         }
         DataType::Date32 => {
             let mut b = Date32Builder::new();
@@ -880,30 +812,19 @@ pub const TSO_LOGICAL_BITS: u32 = 18;
 impl Tso {
     /// Current wall clock in ms.
     pub fn now_ms() -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
     }
 
     /// Allocates the next TSO.
     pub fn allocate(&mut self) -> i64 {
         let candidate = Self::now_ms() << TSO_LOGICAL_BITS;
-        self.last = if candidate > self.last {
-            candidate
-        } else {
-            self.last + 1
-        };
+        self.last = if candidate > self.last { candidate } else { self.last + 1 };
         self.last
     }
 
     /// The last allocated TSO (or the current time when none yet).
     pub fn current(&self) -> i64 {
-        if self.last == 0 {
-            Self::now_ms() << TSO_LOGICAL_BITS
-        } else {
-            self.last
-        }
+        if self.last == 0 { Self::now_ms() << TSO_LOGICAL_BITS } else { self.last }
     }
 
     /// Raises the floor after replaying a log.
@@ -928,11 +849,7 @@ mod tests {
         }
     }
 
-    fn table(
-        keys_type: KeysType,
-        props: Vec<(String, String)>,
-        aggs: [Option<AggType>; 2],
-    ) -> Table {
+    fn table(keys_type: KeysType, props: Vec<(String, String)>, aggs: [Option<AggType>; 2]) -> Table {
         let schema = TableSchema {
             columns: vec![
                 col("k", DorisType::Int, None),
@@ -952,22 +869,14 @@ mod tests {
 
     fn op(k: i64, a: Option<i64>, b: &str, delete: bool) -> RowOp {
         RowOp {
-            values: vec![
-                Value::Int(k),
-                a.map(Value::Int).unwrap_or(Value::Null),
-                Value::Str(b.into()),
-            ],
+            values: vec![Value::Int(k), a.map(Value::Int).unwrap_or(Value::Null), Value::Str(b.into())],
             delete,
             seq: Value::Null,
         }
     }
 
     fn rows(t: &Table) -> Vec<Vec<Value>> {
-        let mut v: Vec<Vec<Value>> = t
-            .tablets
-            .iter()
-            .flat_map(|t| t.live_rows().map(|r| r.values.clone()))
-            .collect();
+        let mut v: Vec<Vec<Value>> = t.tablets.iter().flat_map(|t| t.live_rows().map(|r| r.values.clone())).collect();
         v.sort();
         v
     }
@@ -976,145 +885,59 @@ mod tests {
     fn unique_upsert_delete_and_partial() {
         let mut t = table(KeysType::Unique, vec![], [None, None]);
         let w = TableWrite::Rows {
-            ops: vec![
-                op(1, Some(1), "x", false),
-                op(1, Some(2), "y", false),
-                op(2, Some(5), "z", false),
-            ],
+            ops: vec![op(1, Some(1), "x", false), op(1, Some(2), "y", false), op(2, Some(5), "z", false)],
             partial: None,
         };
         t.apply(&w, 1, 0);
-        assert_eq!(
-            rows(&t)[0],
-            vec![Value::Int(1), Value::Int(2), Value::Str("y".into())]
-        );
-        t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(2, None, "", true)],
-                partial: None,
-            },
-            2,
-            0,
-        );
+        assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(2), Value::Str("y".into())]);
+        t.apply(&TableWrite::Rows { ops: vec![op(2, None, "", true)], partial: None }, 2, 0);
         assert_eq!(rows(&t).len(), 1);
         t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(1, Some(9), "", false)],
-                partial: Some(vec![true, true, false]),
-            },
+            &TableWrite::Rows { ops: vec![op(1, Some(9), "", false)], partial: Some(vec![true, true, false]) },
             3,
             0,
         );
-        assert_eq!(
-            rows(&t)[0],
-            vec![Value::Int(1), Value::Int(9), Value::Str("y".into())]
-        );
+        assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(9), Value::Str("y".into())]);
         let tablet_ids: Vec<i64> = t.tablets.iter().map(|t| t.id).collect();
         assert_eq!(tablet_ids, vec![101, 102, 103]);
     }
 
     #[test]
     fn sequence_column_wins_over_commit_order() {
-        let mut t = table(
-            KeysType::Unique,
-            vec![("function_column.sequence_col".into(), "a".into())],
-            [None, None],
-        );
-        t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(1, Some(10), "new", false)],
-                partial: None,
-            },
-            1,
-            0,
-        );
-        t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(1, Some(5), "old", false)],
-                partial: None,
-            },
-            2,
-            0,
-        );
+        let mut t = table(KeysType::Unique, vec![("function_column.sequence_col".into(), "a".into())], [None, None]);
+        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(10), "new", false)], partial: None }, 1, 0);
+        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(5), "old", false)], partial: None }, 2, 0);
         assert_eq!(rows(&t)[0][2], Value::Str("new".into()));
         // A delete with a lower sequence is ignored.
-        t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(1, Some(3), "", true)],
-                partial: None,
-            },
-            3,
-            0,
-        );
+        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(3), "", true)], partial: None }, 3, 0);
         assert_eq!(rows(&t).len(), 1);
     }
 
     #[test]
     fn aggregate_merges() {
-        let mut t = table(
-            KeysType::Aggregate,
-            vec![],
-            [Some(AggType::Sum), Some(AggType::ReplaceIfNotNull)],
-        );
+        let mut t = table(KeysType::Aggregate, vec![], [Some(AggType::Sum), Some(AggType::ReplaceIfNotNull)]);
         t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(1, Some(1), "a", false), op(1, Some(2), "b", false)],
-                partial: None,
-            },
+            &TableWrite::Rows { ops: vec![op(1, Some(1), "a", false), op(1, Some(2), "b", false)], partial: None },
             1,
             0,
         );
         let mut o = op(1, Some(3), "", false);
         o.values[2] = Value::Null;
-        t.apply(
-            &TableWrite::Rows {
-                ops: vec![o],
-                partial: None,
-            },
-            2,
-            0,
-        );
-        assert_eq!(
-            rows(&t)[0],
-            vec![Value::Int(1), Value::Int(6), Value::Str("b".into())]
-        );
+        t.apply(&TableWrite::Rows { ops: vec![o], partial: None }, 2, 0);
+        assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(6), Value::Str("b".into())]);
     }
 
     #[test]
     fn changelog_records() {
         let mut t = table(
             KeysType::Unique,
-            vec![
-                ("changelog.enable".into(), "true".into()),
-                ("changelog.need_historical_value".into(), "true".into()),
-            ],
+            vec![("changelog.enable".into(), "true".into()), ("changelog.need_historical_value".into(), "true".into())],
             [None, None],
         );
-        t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(1, Some(1), "x", false)],
-                partial: None,
-            },
-            10,
-            0,
-        );
-        t.apply(
-            &TableWrite::Rows {
-                ops: vec![op(1, Some(2), "x", false)],
-                partial: None,
-            },
-            11,
-            0,
-        );
+        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(1), "x", false)], partial: None }, 10, 0);
+        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(2), "x", false)], partial: None }, 11, 0);
         let ops: Vec<ChangeOp> = t.changelog.iter().map(|r| r.op).collect();
-        assert_eq!(
-            ops,
-            vec![
-                ChangeOp::Append,
-                ChangeOp::UpdateBefore,
-                ChangeOp::UpdateAfter
-            ]
-        );
+        assert_eq!(ops, vec![ChangeOp::Append, ChangeOp::UpdateBefore, ChangeOp::UpdateAfter]);
         assert!(t.changelog[2].before.is_some());
         assert_eq!(t.changelog[2].tso, 11);
     }

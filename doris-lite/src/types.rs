@@ -74,28 +74,18 @@ impl DorisType {
                 let precision = arg(0, 9);
                 let scale = arg(1, 0);
                 if precision == 0 || precision > 38 || scale > precision {
-                    return Err(format!(
-                        "Invalid decimal type with precision = {precision}, scale = {scale}"
-                    ));
+                    return Err(format!("Invalid decimal type with precision = {precision}, scale = {scale}"));
                 }
-                DorisType::Decimal {
-                    precision: precision as u8,
-                    scale: scale as u8,
-                    v2: false,
-                }
+                DorisType::Decimal { precision: precision as u8, scale: scale as u8, v2: false }
             }
-            "DECIMALV2" => DorisType::Decimal {
-                precision: arg(0, 27).min(27) as u8,
-                scale: arg(1, 9).min(9) as u8,
-                v2: true,
-            },
+            "DECIMALV2" => {
+                DorisType::Decimal { precision: arg(0, 27).min(27) as u8, scale: arg(1, 9).min(9) as u8, v2: true }
+            }
             "DATE" | "DATEV2" => DorisType::Date,
             "DATETIME" | "DATETIMEV2" | "TIMESTAMP" => {
                 let p = arg(0, 0);
                 if p > 6 {
-                    return Err(format!(
-                        "Scale of Datetime/Time must between 0 and 6. Scale was set to: {p}"
-                    ));
+                    return Err(format!("Scale of Datetime/Time must between 0 and 6. Scale was set to: {p}"));
                 }
                 DorisType::DateTime(p as u8)
             }
@@ -103,9 +93,7 @@ impl DorisType {
             "VARCHAR" => {
                 let n = arg(0, 65533);
                 if n == 0 || n > 65533 {
-                    return Err(format!(
-                        "Varchar size must between 1 and 65533, but got {n}"
-                    ));
+                    return Err(format!("Varchar size must between 1 and 65533, but got {n}"));
                 }
                 DorisType::Varchar(n)
             }
@@ -166,9 +154,7 @@ impl DorisType {
             DorisType::LargeInt => "largeint".into(),
             DorisType::Float => "float".into(),
             DorisType::Double => "double".into(),
-            DorisType::Decimal {
-                precision, scale, ..
-            } => format!("decimal({precision},{scale})"),
+            DorisType::Decimal { precision, scale, .. } => format!("decimal({precision},{scale})"),
             DorisType::Date => "date".into(),
             DorisType::DateTime(0) => "datetime".into(),
             DorisType::DateTime(p) => format!("datetime({p})"),
@@ -200,14 +186,9 @@ impl DorisType {
             DorisType::LargeInt => (Some(39), Some(0)),
             DorisType::Float => (Some(7), Some(7)),
             DorisType::Double => (Some(15), Some(15)),
-            DorisType::Decimal {
-                precision, scale, ..
-            } => (Some(*precision as i64), Some(*scale as i64)),
+            DorisType::Decimal { precision, scale, .. } => (Some(*precision as i64), Some(*scale as i64)),
             DorisType::Date => (Some(10), None),
-            DorisType::DateTime(p) => (
-                Some(19 + if *p > 0 { 1 + *p as i64 } else { 0 }),
-                Some(*p as i64),
-            ),
+            DorisType::DateTime(p) => (Some(19 + if *p > 0 { 1 + *p as i64 } else { 0 }), Some(*p as i64)),
             DorisType::Char(n) | DorisType::Varchar(n) => (Some(*n as i64), None),
             DorisType::String => (Some(2147483643), None),
             _ => (None, None),
@@ -238,9 +219,7 @@ impl DorisType {
             DorisType::LargeInt => DataType::Decimal128(38, 0),
             DorisType::Float => DataType::Float32,
             DorisType::Double => DataType::Float64,
-            DorisType::Decimal {
-                precision, scale, ..
-            } => DataType::Decimal128(*precision, *scale as i8),
+            DorisType::Decimal { precision, scale, .. } => DataType::Decimal128(*precision, *scale as i8),
             DorisType::Date => DataType::Date32,
             DorisType::DateTime(_) => DataType::Timestamp(TimeUnit::Microsecond, None),
             _ => DataType::Utf8,
@@ -277,35 +256,20 @@ impl DorisType {
                     _ => (i64::MIN, i64::MAX),
                 };
                 if v < lo || v > hi {
-                    return Err(format!(
-                        "'{s}' is out of range for {}",
-                        self.primitive_name()
-                    ));
+                    return Err(format!("'{s}' is out of range for {}", self.primitive_name()));
                 }
                 Ok(Value::Int(v))
             }
-            DorisType::LargeInt => s
-                .trim()
-                .parse::<i128>()
-                .map(Value::Large)
-                .map_err(|_| bad()),
-            DorisType::Float | DorisType::Double => {
-                s.trim().parse::<f64>().map(Value::Float).map_err(|_| bad())
+            DorisType::LargeInt => s.trim().parse::<i128>().map(Value::Large).map_err(|_| bad()),
+            DorisType::Float | DorisType::Double => s.trim().parse::<f64>().map(Value::Float).map_err(|_| bad()),
+            DorisType::Decimal { precision, scale, .. } => {
+                parse_decimal(s.trim(), *precision, *scale).map(Value::Decimal).ok_or_else(bad)
             }
-            DorisType::Decimal {
-                precision, scale, ..
-            } => parse_decimal(s.trim(), *precision, *scale)
-                .map(Value::Decimal)
-                .ok_or_else(bad),
             DorisType::Date => parse_date(s.trim()).map(Value::Date).ok_or_else(bad),
-            DorisType::DateTime(p) => parse_datetime(s.trim(), *p)
-                .map(Value::DateTime)
-                .ok_or_else(bad),
+            DorisType::DateTime(p) => parse_datetime(s.trim(), *p).map(Value::DateTime).ok_or_else(bad),
             DorisType::Char(n) | DorisType::Varchar(n) => {
                 if s.len() > *n as usize {
-                    Err(format!(
-                        "the length of input is too long than schema. input: {s}, schema length: {n}"
-                    ))
+                    Err(format!("the length of input is too long than schema. input: {s}, schema length: {n}"))
                 } else {
                     Ok(Value::Str(s.into()))
                 }
@@ -464,11 +428,7 @@ impl Ord for Value {
 }
 
 fn format_float(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e16 {
-        format!("{}", f as i64)
-    } else {
-        format!("{f}")
-    }
+    if f.fract() == 0.0 && f.abs() < 1e16 { format!("{}", f as i64) } else { format!("{f}") }
 }
 
 /// Parses a decimal literal into an unscaled integer with `scale` digits.
@@ -484,9 +444,7 @@ pub fn parse_decimal(s: &str, precision: u8, scale: u8) -> Option<i128> {
     if int_part.is_empty() && frac_part.is_empty() {
         return None;
     }
-    if !int_part.bytes().all(|b| b.is_ascii_digit())
-        || !frac_part.bytes().all(|b| b.is_ascii_digit())
-    {
+    if !int_part.bytes().all(|b| b.is_ascii_digit()) || !frac_part.bytes().all(|b| b.is_ascii_digit()) {
         // Scientific notation and friends: go through f64.
         let f: f64 = s.parse().ok()?;
         let v = (f * 10f64.powi(scale as i32)).round();
@@ -520,11 +478,8 @@ pub fn format_decimal(v: i128, scale: u8) -> String {
     let neg = v < 0;
     let digits = v.unsigned_abs().to_string();
     let scale = scale as usize;
-    let padded = if digits.len() <= scale {
-        format!("{}{}", "0".repeat(scale + 1 - digits.len()), digits)
-    } else {
-        digits
-    };
+    let padded =
+        if digits.len() <= scale { format!("{}{}", "0".repeat(scale + 1 - digits.len()), digits) } else { digits };
     let (i, f) = padded.split_at(padded.len() - scale);
     format!("{}{i}.{f}", if neg { "-" } else { "" })
 }
@@ -616,12 +571,7 @@ pub fn parse_datetime(s: &str, precision: u8) -> Option<i64> {
         }
         let mut f: i64 = 0;
         for i in 0..6 {
-            f = f * 10
-                + frac
-                    .as_bytes()
-                    .get(i)
-                    .map(|c| (c - b'0') as i64)
-                    .unwrap_or(0);
+            f = f * 10 + frac.as_bytes().get(i).map(|c| (c - b'0') as i64).unwrap_or(0);
         }
         let keep = 10i64.pow(6 - precision as u32);
         f = f / keep * keep;
@@ -642,13 +592,7 @@ pub fn format_datetime(us: i64, precision: u8) -> String {
     let rem = us.rem_euclid(86_400_000_000);
     let mut s = format_date(days as i32);
     let secs = rem / 1_000_000;
-    let _ = write!(
-        s,
-        " {:02}:{:02}:{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
+    let _ = write!(s, " {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
     if precision > 0 {
         let frac = format!("{:06}", rem % 1_000_000);
         s.push('.');
@@ -676,10 +620,7 @@ mod tests {
         assert_eq!(parse_date("2023-02-29"), None);
         let us = parse_datetime("2024-01-02 03:04:05.123456", 3).unwrap();
         assert_eq!(format_datetime(us, 3), "2024-01-02 03:04:05.123");
-        assert_eq!(
-            format_datetime(parse_datetime("2024-01-02", 0).unwrap(), 0),
-            "2024-01-02 00:00:00"
-        );
+        assert_eq!(format_datetime(parse_datetime("2024-01-02", 0).unwrap(), 0), "2024-01-02 00:00:00");
     }
 
     #[test]

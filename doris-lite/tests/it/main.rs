@@ -1,2 +1,10 @@
-#[test]
-fn smoke() {}
+//! Integration tests: doris-lite driven by the clients Doris users run — curl as the Stream
+//! Load manual uses it, the mysql CLI and pymysql. One test binary with modules keeps link
+//! time down.
+
+mod common;
+mod mysql_cli;
+mod persistence;
+mod pymysql;
+mod rest;
+mod stream_load;

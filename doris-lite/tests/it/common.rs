@@ -1,0 +1,147 @@
+//! Test harness: an in-process doris-lite on ephemeral ports plus client helpers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use doris_lite::{Config, DorisLite, Handle};
+use serde_json::Value;
+
+/// The quick-start DDL, exactly as in the Flink connector documentation (seed 003).
+pub const STUDENT_DDL: &str = r#"CREATE TABLE test.student (
+    `id` INT,
+    `name` VARCHAR(256),
+    `age` INT
+)
+UNIQUE KEY(`id`)
+DISTRIBUTED BY HASH(`id`) BUCKETS 1
+PROPERTIES (
+    "replication_allocation" = "tag.location.default: 3"
+);"#;
+
+/// The quick-start target table, exactly as in the seed.
+pub const STUDENT_TRANS_DDL: &str = r#"CREATE TABLE test.student_trans (
+    `id` INT,
+    `name` VARCHAR(256),
+    `age` INT
+)
+UNIQUE KEY(`id`)
+DISTRIBUTED BY HASH(`id`) BUCKETS 1
+PROPERTIES (
+    "replication_allocation" = "tag.location.default: 3"
+);"#;
+
+/// A running server and the runtime that drives it.
+pub struct Server {
+    pub handle: Option<Handle>,
+    rt: tokio::runtime::Runtime,
+    pub dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Self::start_with(Config::ephemeral())
+    }
+
+    pub fn start_with(config: Config) -> Server {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let handle = rt.block_on(DorisLite::start(config)).expect("doris-lite starts");
+        Server { handle: Some(handle), rt, dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    fn h(&self) -> &Handle {
+        self.handle.as_ref().expect("running")
+    }
+
+    pub fn fe(&self) -> String {
+        self.h().fe_http_addr().to_string()
+    }
+
+    pub fn be(&self) -> String {
+        self.h().be_http_addr().to_string()
+    }
+
+    pub fn query_port(&self) -> u16 {
+        self.h().query_addr().port()
+    }
+
+    /// Writes a file under the test's temp dir.
+    pub fn file(&self, name: &str, content: &[u8]) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, content).expect("write test file");
+        p
+    }
+
+    /// Runs SQL through the mysql CLI; panics on failure. Returns rows (tab separated, no header).
+    pub fn sql(&self, sql: &str) -> Vec<Vec<String>> {
+        let out = self.mysql_raw(&["-N", "-B"], sql);
+        assert!(out.status.success(), "mysql failed for {sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| l.split('\t').map(str::to_string).collect()).collect()
+    }
+
+    /// Runs SQL expecting an error; returns stderr.
+    pub fn sql_err(&self, sql: &str) -> String {
+        let out = self.mysql_raw(&["-N", "-B"], sql);
+        assert!(!out.status.success(), "expected an error for {sql}");
+        // The CLI may echo the statement before the ERROR line.
+        let err = String::from_utf8_lossy(&out.stderr);
+        match err.find("ERROR ") {
+            Some(i) => err[i..].trim().to_string(),
+            None => err.trim().to_string(),
+        }
+    }
+
+    pub fn mysql_raw(&self, extra: &[&str], sql: &str) -> Output {
+        let port = self.query_port().to_string();
+        Command::new("mysql")
+            .args(["-h127.0.0.1", "-P", &port, "-uroot", "--connect-timeout=5"])
+            .args(extra)
+            .args(["-e", sql])
+            .output()
+            .expect("the mysql CLI (apt-get install default-mysql-client or mariadb-client) must be installed")
+    }
+
+    /// `curl --location-trusted -u root: -H … -T file http://FE/api/db/table/_stream_load`.
+    pub fn stream_load(&self, db: &str, table: &str, headers: &[&str], file: &Path) -> Value {
+        let url = format!("http://{}/api/{db}/{table}/_stream_load", self.fe());
+        let mut args: Vec<String> = vec!["-sS".into(), "--location-trusted".into(), "-u".into(), "root:".into()];
+        for h in headers {
+            args.push("-H".into());
+            args.push(h.to_string());
+        }
+        args.push("-T".into());
+        args.push(file.display().to_string());
+        args.push(url);
+        curl_json(&args)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.stop());
+        }
+    }
+}
+
+/// Runs curl and parses its JSON output.
+pub fn curl_json(args: &[String]) -> Value {
+    let out = curl(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("curl output is not JSON ({e}): {out}"))
+}
+
+/// Runs curl and returns stdout.
+pub fn curl(args: &[String]) -> String {
+    let out = Command::new("curl").args(args).output().expect("curl must be installed");
+    assert!(out.status.success(), "curl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Shorthand for building curl argument lists.
+pub fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// Keys of a JSON object in order.
+pub fn keys(v: &Value) -> Vec<String> {
+    v.as_object().expect("object").keys().cloned().collect()
+}
