@@ -234,7 +234,7 @@ impl Engine {
                     state.tso.observe(tso);
                     state.next_txn = state.next_txn.max(txn_id + 1);
                     if let Ok(t) = state.table_mut(&db, &table) {
-                        t.apply(&write, tso, commit_ms);
+                        t.apply(write, tso, commit_ms);
                     }
                     if let Ok(d) = state.db_mut(&db) {
                         d.labels.insert(label.clone(), txn_id);
@@ -383,7 +383,7 @@ impl Engine {
         let rec = LogRecord::Commit { db: db.clone(), table: table.clone(), txn_id, label, tso, commit_ms, write };
         self.log(&rec)?;
         let LogRecord::Commit { write, .. } = rec else { unreachable!("constructed above") };
-        st.table_mut(&db, &table)?.apply(&write, tso, commit_ms);
+        st.table_mut(&db, &table)?.apply(write, tso, commit_ms);
         if let Some(t) = st.txns.get_mut(&txn_id) {
             t.status = TxnStatus::Visible;
             t.write = None;

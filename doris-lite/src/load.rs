@@ -374,9 +374,6 @@ pub struct LoadOutcome {
 #[error("{0}")]
 pub struct LoadError(pub String);
 
-/// A source record: field texts (None = NULL).
-type Record<'a> = Vec<Option<std::borrow::Cow<'a, str>>>;
-
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.len() == 1 {
         return hay.iter().position(|b| *b == needle[0]);
@@ -384,8 +381,9 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn split_fields<'a>(line: &'a [u8], sep: &[u8], enclose: Option<u8>, escape: Option<u8>) -> Vec<&'a [u8]> {
-    let mut out = Vec::with_capacity(8);
+/// Splits one line into `out` (reused across lines to avoid per-row allocation).
+fn split_fields<'a>(line: &'a [u8], sep: &[u8], enclose: Option<u8>, escape: Option<u8>, out: &mut Vec<&'a [u8]>) {
+    out.clear();
     if enclose.is_none() {
         let mut rest = line;
         loop {
@@ -396,7 +394,7 @@ fn split_fields<'a>(line: &'a [u8], sep: &[u8], enclose: Option<u8>, escape: Opt
                 }
                 None => {
                     out.push(rest);
-                    return out;
+                    return;
                 }
             }
         }
@@ -425,10 +423,9 @@ fn split_fields<'a>(line: &'a [u8], sep: &[u8], enclose: Option<u8>, escape: Opt
         i += 1;
     }
     out.push(&line[start..]);
-    out
 }
 
-fn csv_text<'a>(field: &'a [u8], opts: &LoadOptions) -> Result<Option<std::borrow::Cow<'a, str>>, String> {
+fn csv_text<'a>(field: &'a [u8], opts: &LoadOptions) -> Result<Option<&'a str>, String> {
     let mut f = field;
     if f == b"\\N" {
         return Ok(None);
@@ -443,10 +440,7 @@ fn csv_text<'a>(field: &'a [u8], opts: &LoadOptions) -> Result<Option<std::borro
     if opts.trim_double_quotes && f.len() >= 2 && f[0] == b'"' && f[f.len() - 1] == b'"' {
         f = &f[1..f.len() - 1];
     }
-    match std::str::from_utf8(f) {
-        Ok(s) => Ok(Some(std::borrow::Cow::Borrowed(s))),
-        Err(_) => Err("Invalid UTF-8 in field".into()),
-    }
+    std::str::from_utf8(f).map(Some).map_err(|_| "Invalid UTF-8 in field".to_string())
 }
 
 fn json_scalar_text(v: &serde_json::Value) -> Option<String> {
@@ -496,14 +490,15 @@ fn source_names(schema: &TableSchema, opts: &LoadOptions) -> Vec<String> {
 
 /// Parses the body into records of field texts. Records that cannot be split are filtered
 /// with their reason.
-fn read_records<'a>(
-    body: &'a [u8],
+fn for_each_record(
+    body: &[u8],
     opts: &LoadOptions,
     names: &[String],
-    json_store: &'a mut Vec<serde_json::Value>,
-) -> Result<(Vec<Record<'a>>, Vec<String>, u64), LoadError> {
-    let mut records = Vec::new();
+    on_record: &mut dyn FnMut(&[Option<&str>]),
+) -> Result<(Vec<String>, u64), LoadError> {
     let mut errors = Vec::new();
+    let mut fields: Vec<&[u8]> = Vec::with_capacity(names.len() + 1);
+    let mut texts: Vec<Option<&str>> = Vec::with_capacity(names.len() + 1);
     let mut bad = 0u64;
     match opts.format {
         Format::Csv(header_lines) => {
@@ -525,7 +520,7 @@ fn read_records<'a>(
                 if line.is_empty() && rest.is_empty() {
                     break;
                 }
-                let fields = split_fields(line, &opts.column_separator, opts.enclose, opts.escape);
+                split_fields(line, &opts.column_separator, opts.enclose, opts.escape, &mut fields);
                 if fields.len() != names.len() {
                     bad += 1;
                     let cmp = if fields.len() > names.len() { "more" } else { "less" };
@@ -544,11 +539,11 @@ fn read_records<'a>(
                     ));
                     continue;
                 }
-                let mut rec = Vec::with_capacity(fields.len());
+                texts.clear();
                 let mut err = None;
-                for f in fields {
+                for f in &fields {
                     match csv_text(f, opts) {
-                        Ok(v) => rec.push(v),
+                        Ok(v) => texts.push(v),
                         Err(e) => {
                             err = Some(e);
                             break;
@@ -560,7 +555,7 @@ fn read_records<'a>(
                         bad += 1;
                         errors.push(format!("Reason: {e}. src line [{}]; ", String::from_utf8_lossy(line)));
                     }
-                    None => records.push(rec),
+                    None => on_record(&texts),
                 }
             }
         }
@@ -602,33 +597,29 @@ fn read_records<'a>(
             } else {
                 parse_doc(text.trim(), &mut docs, &mut errors, &mut bad);
             }
-            *json_store = docs;
-            for doc in json_store.iter() {
+            for doc in docs.iter() {
                 let serde_json::Value::Object(obj) = doc else {
                     bad += 1;
                     errors.push(format!("Reason: Expect json object, but got {doc}. src line [{doc}]; "));
                     continue;
                 };
-                let rec: Record = match &opts.jsonpaths {
-                    Some(paths) => paths
-                        .iter()
-                        .map(|p| json_path_get(doc, p).and_then(json_scalar_text).map(std::borrow::Cow::Owned))
-                        .collect(),
+                let rec: Vec<Option<String>> = match &opts.jsonpaths {
+                    Some(paths) => paths.iter().map(|p| json_path_get(doc, p).and_then(json_scalar_text)).collect(),
                     None => names
                         .iter()
                         .map(|n| {
                             obj.get(n)
                                 .or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v))
                                 .and_then(json_scalar_text)
-                                .map(std::borrow::Cow::Owned)
                         })
                         .collect(),
                 };
-                records.push(rec);
+                let texts: Vec<Option<&str>> = rec.iter().map(|t| t.as_deref()).collect();
+                on_record(&texts);
             }
         }
     }
-    Ok((records, errors, bad))
+    Ok((errors, bad))
 }
 
 /// How a table column gets its value.
@@ -717,18 +708,15 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
     let delete_field = field_index(DELETE_SIGN);
     let delete_derived = derived.iter().position(|(d, _)| d.eq_ignore_ascii_case(DELETE_SIGN));
 
-    let mut json_store = Vec::new();
-    let (records, mut errors, bad) = read_records(body, opts, &names, &mut json_store)?;
-    let total = records.len() as u64 + bad;
-    let mut filtered = bad;
-    let mut unselected = 0u64;
-
     let needs_exprs = !derived.is_empty() || opts.where_expr.is_some() || opts.delete_expr.is_some();
-    // Per record: converted target values, or a filter reason.
-    let mut ops = Vec::with_capacity(records.len());
     let partial_mask: Option<Vec<bool>> =
         opts.partial.then(|| sources.iter().map(|s| !matches!(s, Source::Default)).collect());
-
+    let mut errors: Vec<String> = Vec::new();
+    let mut filtered = 0u64;
+    let mut unselected = 0u64;
+    let mut ops: Vec<RowOp> = Vec::new();
+    let mut records: Vec<Vec<Option<String>>> = Vec::new();
+    let mut nrec = 0u64;
     let convert = |ty: &DorisType, text: Option<&str>, nullable: bool, name: &str| -> Result<Value, String> {
         match text {
             None => {
@@ -755,47 +743,51 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
     };
     let defaults: Vec<Result<Value, String>> = schema.columns.iter().map(|c| c.default_value()).collect();
 
-    if !needs_exprs {
-        'rec: for rec in &records {
-            let mut values = Vec::with_capacity(schema.columns.len());
-            for (ci, c) in schema.columns.iter().enumerate() {
-                let v = match &sources[ci] {
-                    Source::Field(i) => convert(&c.ty, rec[*i].as_deref(), c.nullable, &c.name),
-                    _ => defaults[ci].clone(),
-                };
-                match v {
-                    Ok(v) => values.push(if opts.negative && c.agg == Some(crate::storage::AggType::Sum) {
-                        v.negate()
-                    } else {
-                        v
-                    }),
-                    Err(e) => {
-                        filtered += 1;
-                        errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
-                        continue 'rec;
-                    }
+    let sum_negate: Vec<bool> =
+        schema.columns.iter().map(|c| opts.negative && c.agg == Some(crate::storage::AggType::Sum)).collect();
+    // The fast path: every target column comes straight from a field.
+    let fast = |rec: &[Option<&str>]| -> Result<RowOp, String> {
+        let mut values = Vec::with_capacity(schema.columns.len());
+        for (ci, c) in schema.columns.iter().enumerate() {
+            let v = match &sources[ci] {
+                Source::Field(i) => convert(&c.ty, rec[*i], c.nullable, &c.name)?,
+                _ => defaults[ci].clone()?,
+            };
+            values.push(if sum_negate[ci] { v.negate() } else { v });
+        }
+        let seq = match (&seq_type, seq_field) {
+            (Some(t), Some(i)) => convert(t, rec[i], true, "sequence")?,
+            _ => Value::Null,
+        };
+        let delete = match opts.merge_type {
+            MergeType::Delete => true,
+            _ => delete_field
+                .and_then(|i| rec[i])
+                .is_some_and(|s| s.trim() != "0" && !s.trim().eq_ignore_ascii_case("false")),
+        };
+        Ok(RowOp { values, delete, seq })
+    };
+    let (parse_errors, bad) = if needs_exprs {
+        for_each_record(body, opts, &names, &mut |rec| {
+            nrec += 1;
+            records.push(rec.iter().map(|t| t.map(str::to_string)).collect());
+        })?
+    } else {
+        for_each_record(body, opts, &names, &mut |rec| {
+            nrec += 1;
+            match fast(rec) {
+                Ok(op) => ops.push(op),
+                Err(e) => {
+                    filtered += 1;
+                    errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
                 }
             }
-            let seq = match (&seq_type, seq_field) {
-                (Some(t), Some(i)) => match convert(t, rec[i].as_deref(), true, "sequence") {
-                    Ok(v) => v,
-                    Err(e) => {
-                        filtered += 1;
-                        errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
-                        continue 'rec;
-                    }
-                },
-                _ => Value::Null,
-            };
-            let delete = match opts.merge_type {
-                MergeType::Delete => true,
-                _ => delete_field
-                    .and_then(|i| rec[i].as_deref())
-                    .is_some_and(|s| s.trim() != "0" && !s.trim().eq_ignore_ascii_case("false")),
-            };
-            ops.push(RowOp { values, delete, seq });
-        }
-    } else {
+        })?
+    };
+    let total = nrec + bad;
+    filtered += bad;
+    errors.splice(0..0, parse_errors);
+    if needs_exprs {
         // Type the source fields that name table columns, keep the rest as text, and let
         // DataFusion evaluate the `columns` expressions, `where` and `delete`.
         let mut field_types: Vec<Option<DorisType>> =
@@ -921,8 +913,8 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
     Ok(LoadOutcome { write: TableWrite::Rows { ops, partial: partial_mask }, total, filtered, unselected, errors })
 }
 
-fn render_record(rec: &Record) -> String {
-    rec.iter().map(|f| f.as_deref().unwrap_or("\\N")).collect::<Vec<_>>().join(",")
+fn render_record<S: AsRef<str>>(rec: &[Option<S>]) -> String {
+    rec.iter().map(|f| f.as_ref().map(|s| s.as_ref()).unwrap_or("\\N")).collect::<Vec<_>>().join(",")
 }
 
 /// Evaluates `SELECT <select> FROM src` in DataFusion; cells come back as text.
@@ -980,7 +972,8 @@ mod tests {
 
     #[test]
     fn fields_with_enclose() {
-        let f = split_fields(b"1,\"a,b\",3", b",", Some(b'"'), None);
+        let mut f = Vec::new();
+        split_fields(b"1,\"a,b\",3", b",", Some(b'"'), None, &mut f);
         assert_eq!(f.len(), 3);
         assert_eq!(f[1], b"\"a,b\"");
     }

@@ -474,7 +474,7 @@ impl Table {
     }
 
     /// Applies one committed write at `tso` (version = self.version + 1).
-    pub fn apply(&mut self, write: &TableWrite, tso: i64, commit_ms: i64) {
+    pub fn apply(&mut self, write: TableWrite, tso: i64, commit_ms: i64) {
         self.version += 1;
         self.data_version += 1;
         self.last_commit_ms = commit_ms;
@@ -502,17 +502,22 @@ impl Table {
                 for id in ids {
                     by_tablet.entry((id >> 40) as usize).or_default().push((id & ((1 << 40) - 1)) as usize);
                 }
-                for (t, mut idx) in by_tablet {
+                for (t, idx) in by_tablet {
                     let Some(tablet) = self.tablets.get_mut(t) else {
                         continue;
                     };
-                    idx.sort_unstable();
-                    idx.dedup();
-                    for i in idx.into_iter().rev() {
-                        if i < tablet.rows.len() {
-                            tablet.rows.remove(i);
+                    let mut doomed = vec![false; tablet.rows.len()];
+                    for i in idx {
+                        if let Some(d) = doomed.get_mut(i) {
+                            *d = true;
                         }
                     }
+                    let mut i = 0;
+                    tablet.rows.retain(|_| {
+                        let keep = !doomed[i];
+                        i += 1;
+                        keep
+                    });
                 }
             }
             TableWrite::Rows { ops, partial } => {
@@ -522,6 +527,12 @@ impl Table {
                 let has_seq = self.schema.has_sequence();
                 let seq_col = self.schema.sequence_column();
                 let aggs: Vec<Option<AggType>> = self.schema.columns.iter().map(|c| c.agg).collect();
+                if keys_type == KeysType::Duplicate {
+                    let per_tablet = ops.len() / self.tablets.len().max(1);
+                    for t in self.tablets.iter_mut() {
+                        t.rows.reserve(per_tablet);
+                    }
+                }
                 for op in ops {
                     let b = self.bucket_of(&op.values, &dist);
                     let tablet = &mut self.tablets[b];
@@ -529,7 +540,7 @@ impl Table {
                         KeysType::Duplicate => {
                             record(ChangeOp::Append, &op.values, None);
                             tablet.rows.push(StoredRow {
-                                values: op.values.clone(),
+                                values: op.values,
                                 seq: Value::Null,
                                 version,
                                 tso,
@@ -537,13 +548,13 @@ impl Table {
                             });
                         }
                         KeysType::Unique => {
-                            let key: Vec<Value> = op.values[..key_count].to_vec();
+                            let RowOp { mut values, delete, seq: op_seq } = op;
+                            let key: Vec<Value> = values[..key_count].to_vec();
                             let existing = tablet.keyed.get(&key);
-                            let live_old = existing.filter(|r| !r.deleted).cloned();
+                            let live_old = existing.filter(|r| !r.deleted);
                             // Partial update: unsupplied columns (the sequence column too)
                             // keep their stored values.
-                            let mut values = op.values.clone();
-                            if let (Some(mask), Some(old)) = (partial, &live_old) {
+                            if let (Some(mask), Some(old)) = (&partial, live_old) {
                                 for (i, supplied) in mask.iter().enumerate() {
                                     if !supplied {
                                         values[i] = old.values[i].clone();
@@ -551,37 +562,34 @@ impl Table {
                                 }
                             }
                             let seq = match seq_col {
-                                Some(i) if op.seq.is_null() => values[i].clone(),
-                                _ => op.seq.clone(),
+                                Some(i) if op_seq.is_null() => values[i].clone(),
+                                _ => op_seq,
                             };
-                            if has_seq
-                                && let Some(old) = existing
-                                && seq < old.seq
-                            {
+                            if has_seq && existing.is_some_and(|old| seq < old.seq) {
                                 continue;
                             }
-                            if op.delete {
-                                if let Some(old) = &live_old {
-                                    record(ChangeOp::Delete, &old.values, None);
+                            let had_live = live_old.is_some();
+                            let before = if changelog { live_old.map(|o| o.values.clone()) } else { None };
+                            if delete {
+                                if let Some(old) = &before {
+                                    record(ChangeOp::Delete, old, None);
                                 }
                                 if has_seq {
-                                    tablet.keyed.insert(
-                                        key,
-                                        StoredRow { values: op.values.clone(), seq, version, tso, deleted: true },
-                                    );
+                                    tablet.keyed.insert(key, StoredRow { values, seq, version, tso, deleted: true });
                                 } else {
                                     tablet.keyed.remove(&key);
                                 }
                                 continue;
                             }
-                            match &live_old {
-                                Some(old) => {
-                                    record(ChangeOp::UpdateBefore, &old.values, None);
-                                    record(ChangeOp::UpdateAfter, &values, Some(&old.values));
+                            if changelog {
+                                match &before {
+                                    Some(old) if had_live => {
+                                        record(ChangeOp::UpdateBefore, old, None);
+                                        record(ChangeOp::UpdateAfter, &values, Some(old));
+                                    }
+                                    _ => record(ChangeOp::Append, &values, None),
                                 }
-                                None => record(ChangeOp::Append, &values, None),
                             }
-                            let seq = if let Some(i) = seq_col { values[i].clone() } else { seq };
                             tablet.keyed.insert(key, StoredRow { values, seq, version, tso, deleted: false });
                         }
                         KeysType::Aggregate => {
@@ -628,13 +636,7 @@ impl Table {
                                 None => {
                                     tablet.keyed.insert(
                                         key,
-                                        StoredRow {
-                                            values: op.values.clone(),
-                                            seq: Value::Null,
-                                            version,
-                                            tso,
-                                            deleted: false,
-                                        },
+                                        StoredRow { values: op.values, seq: Value::Null, version, tso, deleted: false },
                                     );
                                 }
                             }
@@ -888,12 +890,12 @@ mod tests {
             ops: vec![op(1, Some(1), "x", false), op(1, Some(2), "y", false), op(2, Some(5), "z", false)],
             partial: None,
         };
-        t.apply(&w, 1, 0);
+        t.apply(w, 1, 0);
         assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(2), Value::Str("y".into())]);
-        t.apply(&TableWrite::Rows { ops: vec![op(2, None, "", true)], partial: None }, 2, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(2, None, "", true)], partial: None }, 2, 0);
         assert_eq!(rows(&t).len(), 1);
         t.apply(
-            &TableWrite::Rows { ops: vec![op(1, Some(9), "", false)], partial: Some(vec![true, true, false]) },
+            TableWrite::Rows { ops: vec![op(1, Some(9), "", false)], partial: Some(vec![true, true, false]) },
             3,
             0,
         );
@@ -905,11 +907,11 @@ mod tests {
     #[test]
     fn sequence_column_wins_over_commit_order() {
         let mut t = table(KeysType::Unique, vec![("function_column.sequence_col".into(), "a".into())], [None, None]);
-        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(10), "new", false)], partial: None }, 1, 0);
-        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(5), "old", false)], partial: None }, 2, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(10), "new", false)], partial: None }, 1, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(5), "old", false)], partial: None }, 2, 0);
         assert_eq!(rows(&t)[0][2], Value::Str("new".into()));
         // A delete with a lower sequence is ignored.
-        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(3), "", true)], partial: None }, 3, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(3), "", true)], partial: None }, 3, 0);
         assert_eq!(rows(&t).len(), 1);
     }
 
@@ -917,13 +919,13 @@ mod tests {
     fn aggregate_merges() {
         let mut t = table(KeysType::Aggregate, vec![], [Some(AggType::Sum), Some(AggType::ReplaceIfNotNull)]);
         t.apply(
-            &TableWrite::Rows { ops: vec![op(1, Some(1), "a", false), op(1, Some(2), "b", false)], partial: None },
+            TableWrite::Rows { ops: vec![op(1, Some(1), "a", false), op(1, Some(2), "b", false)], partial: None },
             1,
             0,
         );
         let mut o = op(1, Some(3), "", false);
         o.values[2] = Value::Null;
-        t.apply(&TableWrite::Rows { ops: vec![o], partial: None }, 2, 0);
+        t.apply(TableWrite::Rows { ops: vec![o], partial: None }, 2, 0);
         assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(6), Value::Str("b".into())]);
     }
 
@@ -934,8 +936,8 @@ mod tests {
             vec![("changelog.enable".into(), "true".into()), ("changelog.need_historical_value".into(), "true".into())],
             [None, None],
         );
-        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(1), "x", false)], partial: None }, 10, 0);
-        t.apply(&TableWrite::Rows { ops: vec![op(1, Some(2), "x", false)], partial: None }, 11, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(1), "x", false)], partial: None }, 10, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(2), "x", false)], partial: None }, 11, 0);
         let ops: Vec<ChangeOp> = t.changelog.iter().map(|r| r.op).collect();
         assert_eq!(ops, vec![ChangeOp::Append, ChangeOp::UpdateBefore, ChangeOp::UpdateAfter]);
         assert!(t.changelog[2].before.is_some());
