@@ -158,12 +158,15 @@ impl Instance {
                     _ => {
                         let stderr = self.store.data().stderr.contents();
                         let said = String::from_utf8_lossy(&stderr);
-                        let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-                        let detail = if last.is_empty() {
-                            format!("{e}")
-                        } else {
-                            format!("{e} (plugin said: {})", last.trim())
+                        let last = last_words(&said);
+                        // The trap code is the one-line reason; the wasm backtrace goes to the debug log.
+                        tracing::debug!(plugin = %name, error = ?e, "plugin trapped");
+                        let reason = match e.downcast_ref::<Trap>() {
+                            Some(trap) => trap.to_string(),
+                            None => format!("{e}").lines().next().unwrap_or("unknown error").to_string(),
                         };
+                        let detail =
+                            if last.is_empty() { reason } else { format!("{reason} (plugin said: {})", last.trim()) };
                         Err(PluginError::Trap { plugin: name, call, detail })
                     }
                 }
@@ -173,6 +176,15 @@ impl Instance {
 
     fn counters(&self) -> BTreeMap<String, u64> {
         self.store.data().counters.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+/// What a plugin printed before it died: the message of a Rust panic, else its last line.
+fn last_words(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("note: ")).collect();
+    match lines.iter().rposition(|l| l.contains("panicked at")) {
+        Some(i) if i + 1 < lines.len() => lines[i + 1],
+        _ => lines.last().copied().unwrap_or(""),
     }
 }
 

@@ -1,0 +1,8 @@
+//! Integration tests of the plugin runtime against real WebAssembly components from `plugins/`.
+//! One test binary keeps link time down.
+
+mod cli;
+mod common;
+mod decoders;
+mod sandbox;
+mod transforms;
