@@ -21,6 +21,8 @@ pub enum Format {
     Csv(usize),
     /// json
     Json,
+    /// arrow (an Arrow IPC stream; columns matched by name)
+    Arrow,
 }
 
 /// `merge_type`.
@@ -203,7 +205,8 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
         "csv_with_names" => Format::Csv(1),
         "csv_with_names_and_types" => Format::Csv(2),
         "json" => Format::Json,
-        "arrow" | "parquet" | "orc" => {
+        "arrow" => Format::Arrow,
+        "parquet" | "orc" => {
             return Err(format!("[NOT_IMPLEMENTED_ERROR]format {format_raw} is not supported by doris-lite yet"));
         }
         _ => {
@@ -556,6 +559,36 @@ fn for_each_record(
                         errors.push(format!("Reason: {e}. src line [{}]; ", String::from_utf8_lossy(line)));
                     }
                     None => on_record(&texts),
+                }
+            }
+        }
+        Format::Arrow => {
+            let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)
+                .map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the arrow stream: {e}")))?;
+            let fmt = FormatOptions::default();
+            for batch in reader {
+                let batch = batch
+                    .map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the arrow stream: {e}")))?;
+                let schema = batch.schema();
+                let cols: Vec<Option<usize>> = names
+                    .iter()
+                    .map(|n| schema.fields().iter().position(|f| f.name().eq_ignore_ascii_case(n)))
+                    .collect();
+                let formatters: Vec<ArrayFormatter> = batch
+                    .columns()
+                    .iter()
+                    .map(|c| ArrayFormatter::try_new(c.as_ref(), &fmt))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]unsupported arrow column: {e}")))?;
+                let mut owned: Vec<Option<String>> = Vec::with_capacity(names.len());
+                for row in 0..batch.num_rows() {
+                    owned.clear();
+                    for c in &cols {
+                        owned
+                            .push(c.and_then(|i| crate::sql::cell_text(batch.column(i).as_ref(), &formatters[i], row)));
+                    }
+                    let texts: Vec<Option<&str>> = owned.iter().map(|t| t.as_deref()).collect();
+                    on_record(&texts);
                 }
             }
         }

@@ -445,3 +445,76 @@ fn bad_input_gets_doris_errors_and_server_keeps_serving() {
     assert_eq!(s.sql("SELECT count(*) FROM test.t"), vec![vec!["1"]]);
     assert_eq!(s.stream_load("test", "t", &["column_separator:,"], &f)["Status"], "Success");
 }
+
+#[test]
+fn arrow_ipc_stream_body() {
+    use std::sync::Arc;
+
+    use arrow::array::{Int32Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+
+    let s = Server::start();
+    setup(&s, "CREATE TABLE test.t (k INT, v VARCHAR(20)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 2");
+    // Columns are matched by name, whatever their order in the stream.
+    let schema =
+        Arc::new(Schema::new(vec![Field::new("v", DataType::Utf8, true), Field::new("k", DataType::Int32, true)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(StringArray::from(vec![Some("a"), None])), Arc::new(Int32Array::from(vec![1, 2]))],
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut buf, &schema).unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+    drop(w);
+    let r = s.stream_load("test", "t", &["format:arrow"], &s.file("d.arrow", &buf));
+    assert_eq!(r["NumberLoadedRows"], 2, "{r}");
+    assert_eq!(s.sql("SELECT k, v FROM test.t ORDER BY k"), vec![vec!["1", "a"], vec!["2", "NULL"]]);
+    let r = s.stream_load("test", "t", &["format:arrow"], &s.file("bad.arrow", b"not arrow"));
+    assert_eq!(r["Status"], "Fail");
+    assert!(r["Message"].as_str().unwrap().starts_with("[DATA_QUALITY_ERROR]failed to read the arrow stream"), "{r}");
+}
+
+#[test]
+fn precommit_timeout_and_running_txn_limit() {
+    let s = Server::start_with(doris_lite::Config {
+        precommit_timeout: std::time::Duration::from_millis(300),
+        max_running_txn_per_db: 1,
+        ..doris_lite::Config::ephemeral()
+    });
+    setup(&s, "CREATE TABLE test.t (k INT, v INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1");
+    let f = s.file("d.csv", b"1,1\n");
+    let r = s.stream_load("test", "t", &["label:a", "column_separator:,", "two_phase_commit:true"], &f);
+    let txn = r["TxnId"].as_i64().unwrap();
+    // One pre-committed txn occupies the only slot.
+    let r2 = s.stream_load("test", "t", &["label:b", "column_separator:,", "two_phase_commit:true"], &f);
+    assert_eq!(r2["Status"], "Fail");
+    assert!(
+        r2["Message"].as_str().unwrap().contains("current running txns on db ")
+            && r2["Message"].as_str().unwrap().contains("larger than limit 1"),
+        "{r2}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let commit = curl_json(&args(&[
+        "-sS",
+        "-X",
+        "PUT",
+        "-u",
+        "root:",
+        "-H",
+        &format!("txn_id:{txn}"),
+        "-H",
+        "txn_operation:commit",
+        &format!("http://{}/api/test/_stream_load_2pc", s.fe()),
+    ]));
+    assert_eq!(
+        commit["msg"],
+        format!(
+            "TStatus: errCode = 2, detailMessage = transaction [{txn}] is already aborted. abort reason: timeout by txn manager"
+        )
+    );
+    assert_eq!(s.sql("SELECT count(*) FROM test.t"), vec![vec!["0"]]);
+    assert_eq!(s.stream_load("test", "t", &["label:b", "column_separator:,"], &f)["Status"], "Success");
+}
