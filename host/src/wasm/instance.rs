@@ -7,7 +7,7 @@ use std::time::Duration;
 use arrow::datatypes::{Schema, SchemaRef};
 use sluice_guest::batch::Batch;
 use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, columns_of};
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
@@ -285,6 +285,34 @@ pub(crate) fn describe(plugin: &Plugin) -> Result<PluginInfo, PluginError> {
     Ok(info_from_wit(info))
 }
 
+type InitResult = wasmtime::Result<Result<wit::Schema, wit::PluginError>>;
+
+/// Instantiate a plugin and call its `init`, returning the instance, its bindings and the
+/// declared output schema.
+fn start<B>(
+    plugin: &Plugin,
+    config: &[(String, String)],
+    schema: &Schema,
+    instantiate: impl FnOnce(&mut Store<StoreState>, &Component, &Linker<StoreState>) -> wasmtime::Result<B>,
+    init: impl FnOnce(&B, &mut Store<StoreState>, &wit::Config, &wit::Schema) -> InitResult,
+) -> Result<(Instance, B, SchemaRef), PluginError> {
+    let mut inst = Instance::new(plugin);
+    let (component, linker) = (&plugin.inner.component, &plugin.inner.linker);
+    let bindings = inst.call("instantiate", |s| instantiate(s, component, linker))?;
+    let schema =
+        schema_to_wit(schema).map_err(|detail| PluginError::Init { plugin: plugin.name().into(), message: detail })?;
+    let config = config.to_vec();
+    let output = inst
+        .call("init", |s| init(&bindings, s, &config, &schema))?
+        .map_err(|e| PluginError::Init { plugin: plugin.name().into(), message: e.message })?;
+    let output = schema_from_wit(output).map_err(|detail| PluginError::Malformed {
+        plugin: plugin.name().into(),
+        call: "init".into(),
+        detail: format!("output schema: {detail}"),
+    })?;
+    Ok((inst, bindings, output))
+}
+
 /// A transform plugin instance: owned by one worker, reused for every batch.
 pub struct TransformInstance {
     inst: Instance,
@@ -295,20 +323,13 @@ pub struct TransformInstance {
 
 impl TransformInstance {
     pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], input: &Schema) -> Result<Self, PluginError> {
-        let mut inst = Instance::new(plugin);
-        let (component, linker) = (&plugin.inner.component, &plugin.inner.linker);
-        let bindings = inst.call("instantiate", |s| TransformBindings::instantiate(s, component, linker))?;
-        let input = schema_to_wit(input)
-            .map_err(|detail| PluginError::Init { plugin: plugin.name().into(), message: detail })?;
-        let config = config.to_vec();
-        let output = inst
-            .call("init", |s| bindings.sluice_plugin_transformer().call_init(s, &config, &input))?
-            .map_err(|e| PluginError::Init { plugin: plugin.name().into(), message: e.message })?;
-        let output = schema_from_wit(output).map_err(|detail| PluginError::Malformed {
-            plugin: plugin.name().into(),
-            call: "init".into(),
-            detail: format!("output schema: {detail}"),
-        })?;
+        let (inst, bindings, output) = start(
+            plugin,
+            config,
+            input,
+            |s, component, linker| TransformBindings::instantiate(s, component, linker),
+            |b, s, config, schema| b.sluice_plugin_transformer().call_init(s, config, schema),
+        )?;
         Ok(Self { inst, bindings, output, batches: 0 })
     }
 
@@ -350,20 +371,13 @@ pub struct DecoderInstance {
 
 impl DecoderInstance {
     pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], declared: &Schema) -> Result<Self, PluginError> {
-        let mut inst = Instance::new(plugin);
-        let (component, linker) = (&plugin.inner.component, &plugin.inner.linker);
-        let bindings = inst.call("instantiate", |s| DecoderBindings::instantiate(s, component, linker))?;
-        let declared = schema_to_wit(declared)
-            .map_err(|detail| PluginError::Init { plugin: plugin.name().into(), message: detail })?;
-        let config = config.to_vec();
-        let output = inst
-            .call("init", |s| bindings.sluice_plugin_event_decoder().call_init(s, &config, &declared))?
-            .map_err(|e| PluginError::Init { plugin: plugin.name().into(), message: e.message })?;
-        let output = schema_from_wit(output).map_err(|detail| PluginError::Malformed {
-            plugin: plugin.name().into(),
-            call: "init".into(),
-            detail: format!("output schema: {detail}"),
-        })?;
+        let (inst, bindings, output) = start(
+            plugin,
+            config,
+            declared,
+            |s, component, linker| DecoderBindings::instantiate(s, component, linker),
+            |b, s, config, schema| b.sluice_plugin_event_decoder().call_init(s, config, schema),
+        )?;
         Ok(Self { inst, bindings, output, batches: 0 })
     }
 

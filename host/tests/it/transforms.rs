@@ -73,9 +73,14 @@ fn a_second_load_uses_the_compile_cache() {
     let metered = PluginLimits { fuel: Some(1_000_000_000), ..PluginLimits::default() };
     let third = PluginRuntime::new(ComponentCache::new(dir.path())).unwrap().load(&wasm, metered).unwrap();
     assert_eq!(third.cache_outcome(), CacheOutcome::Compiled);
-    // A corrupt entry is recompiled, not trusted.
+    // A corrupt entry is recompiled, not trusted. (The loaded components map their files, so
+    // they go first, and the garbage replaces each file as the cache itself writes: by rename.)
+    drop((first, second, third));
     for e in std::fs::read_dir(dir.path()).unwrap() {
-        std::fs::write(e.unwrap().path(), b"garbage").unwrap();
+        let path = e.unwrap().path();
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, b"garbage").unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
     }
     let fourth =
         PluginRuntime::new(ComponentCache::new(dir.path())).unwrap().load(&wasm, PluginLimits::default()).unwrap();

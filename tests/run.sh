@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, then checks formatting, lints and runs every test
+# (host, doris-lite, guest SDK, and the plugins built for wasm32-wasip2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# Build outputs are kept across runs on the same machine: a clean clone only rebuilds our crates.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/host}"
+plugins_target="${SLUICE_PLUGINS_TARGET_DIR:-/var/tmp/sluice-build/plugins}"
+mkdir -p "$CARGO_TARGET_DIR" "$plugins_target"
+if [ ! -e plugins/target ]; then ln -s "$plugins_target" plugins/target; fi
+export CARGO_TERM_COLOR=never
+
+step "toolchain and test clients"
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+  rustup target add wasm32-wasip2
+fi
+rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
+rustup component list --installed | grep -q '^clippy' || rustup component add clippy
+missing=()
+command -v curl >/dev/null || missing+=(curl)
+command -v mysql >/dev/null || missing+=(mariadb-client)
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+step "cargo fmt --check"
+cargo fmt --all --check
+cargo fmt --manifest-path plugins/Cargo.toml --all --check
+
+step "plugins (wasm32-wasip2)"
+cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml
+cargo clippy --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --all-targets -- -D warnings
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "tests: guest SDK"
+cargo test --manifest-path plugins/Cargo.toml -p sluice-guest
+
+step "tests: host and doris-lite"
+cargo test --workspace
