@@ -1,6 +1,7 @@
 //! Sluice: a stream processor for Apache Doris whose user logic runs as sandboxed WebAssembly.
 
 pub mod cli;
+pub mod pipeline;
 pub mod wasm;
 
 /// The unit of data inside Sluice: an Arrow record batch for one table plus a row kind per row.

@@ -1,0 +1,445 @@
+//! Reading a pipeline file, with errors that name the file, line and key and say what is expected.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use toml::Spanned;
+
+use super::model::{DorisSection, PipelineFile, PipelineSection, SinkConfig, SourceConfig, TransformConfig};
+
+/// The file before each `[[source]]`, `[[transform]]` and `[[sink]]` is read by its `type`; the
+/// spans let errors inside those tables point at their lines.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    pipeline: PipelineSection,
+    #[serde(default)]
+    doris: Option<DorisSection>,
+    #[serde(default)]
+    source: Vec<Spanned<toml::Table>>,
+    #[serde(default)]
+    transform: Vec<Spanned<toml::Table>>,
+    #[serde(default)]
+    sink: Vec<Spanned<toml::Table>>,
+}
+
+const SOURCE_TYPES: &[&str] = &["datagen", "file"];
+const TRANSFORM_TYPES: &[&str] = &["wasm"];
+const SINK_TYPES: &[&str] = &["doris"];
+
+type EntryResult<T> = Result<T, (Option<String>, String)>;
+
+fn read<T: DeserializeOwned>(table: toml::Table) -> EntryResult<T> {
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let key = key_of(e.path());
+        (key, humane(first_line(&e.into_inner().to_string())))
+    })
+}
+
+fn source_of(kind: &str, table: toml::Table) -> EntryResult<SourceConfig> {
+    Ok(match kind {
+        "datagen" => SourceConfig::Datagen(read(table)?),
+        _ => SourceConfig::File(read(table)?),
+    })
+}
+
+fn transform_of(_kind: &str, table: toml::Table) -> EntryResult<TransformConfig> {
+    Ok(TransformConfig::Wasm(read(table)?))
+}
+
+fn sink_of(_kind: &str, table: toml::Table) -> EntryResult<SinkConfig> {
+    Ok(SinkConfig::Doris(read(table)?))
+}
+
+/// Read each table of an array by its `type` key.
+fn typed_entries<T>(
+    entries: &[Spanned<toml::Table>],
+    section: &str,
+    types: &[&str],
+    build: fn(&str, toml::Table) -> EntryResult<T>,
+    error: &mut impl FnMut(&str, &std::ops::Range<usize>, Option<String>, String) -> ConfigError,
+) -> Result<Vec<T>, ConfigError> {
+    let expected = types.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(", ");
+    entries
+        .iter()
+        .map(|entry| {
+            let span = entry.span();
+            let mut table = entry.get_ref().clone();
+            let kind = match table.remove("type") {
+                Some(toml::Value::String(k)) if types.contains(&k.as_str()) => k,
+                Some(other) => {
+                    let got = other.to_string();
+                    return Err(error(
+                        section,
+                        &span,
+                        Some("type".into()),
+                        format!("expected one of {expected}, got {got}"),
+                    ));
+                }
+                None => {
+                    return Err(error(
+                        section,
+                        &span,
+                        Some("type".into()),
+                        format!("missing; expected one of {expected}"),
+                    ));
+                }
+            };
+            build(&kind, table).map_err(|(key, message)| error(section, &span, key, message))
+        })
+        .collect()
+}
+
+/// A mistake in a pipeline file: `pipeline.toml:14: sink.enable_2pc: expected true or false, got "yes"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The dotted key at fault, when known.
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(key) = &self.key {
+            write!(f, "{key}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Read and check the pipeline file at `path`.
+pub fn load_file(path: &Path) -> Result<PipelineFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.to_path_buf(),
+        line: None,
+        key: None,
+        message: format!("cannot read the pipeline file: {e}"),
+    })?;
+    load_str(path, &text)
+}
+
+/// Parse and check pipeline text; `file` is only used in messages.
+pub fn load_str(file: &Path, text: &str) -> Result<PipelineFile, ConfigError> {
+    let error = |line: Option<usize>, key: Option<String>, message: String| ConfigError {
+        file: file.to_path_buf(),
+        line,
+        key,
+        message,
+    };
+    let deserializer = toml::Deserializer::parse(text)
+        .map_err(|e| error(e.span().map(|s| line_of(text, s.start)), None, first_line(e.message()).to_string()))?;
+    let raw: RawFile = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let key = key_of(e.path());
+        let inner = e.into_inner();
+        let line = inner.span().map(|s| line_of(text, s.start));
+        error(line, key, humane(first_line(inner.message())))
+    })?;
+    let mut entry_error = |section: &str, span: &std::ops::Range<usize>, key: Option<String>, message: String| {
+        let full_key = match &key {
+            Some(k) => format!("{section}.{k}"),
+            None => section.to_string(),
+        };
+        let line = key
+            .as_deref()
+            .and_then(|k| find_key_line(table_text(text, span.start), k))
+            .map(|l| l + line_of(text, span.start) - 1)
+            .unwrap_or_else(|| line_of(text, span.start));
+        error(Some(line), Some(full_key), message)
+    };
+    let parsed = PipelineFile {
+        pipeline: raw.pipeline,
+        doris: raw.doris,
+        source: typed_entries(&raw.source, "source", SOURCE_TYPES, source_of, &mut entry_error)?,
+        transform: typed_entries(&raw.transform, "transform", TRANSFORM_TYPES, transform_of, &mut entry_error)?,
+        sink: typed_entries(&raw.sink, "sink", SINK_TYPES, sink_of, &mut entry_error)?,
+    };
+    validate(&parsed).map_err(|(key, message)| error(find_key_line(text, &key), Some(key), message))?;
+    Ok(parsed)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s).trim()
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// `sink[0].enable_2pc` → `sink.enable_2pc`: the line already says which table it is.
+fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
+    let parts: Vec<String> = path
+        .iter()
+        .filter_map(|seg| match seg {
+            serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+            serde_path_to_error::Segment::Enum { variant } => Some(variant.clone()),
+            _ => None,
+        })
+        .collect();
+    if parts.is_empty() { None } else { Some(parts.join(".")) }
+}
+
+/// Serde's wording, turned around to say what is expected first.
+fn humane(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("invalid type: ")
+        && let Some((got, expected)) = rest.split_once(", expected ")
+    {
+        let expected = match expected {
+            "a boolean" => "true or false",
+            "u32" | "u64" | "i64" => "a whole number",
+            other => other,
+        };
+        let got = got.strip_prefix("string ").unwrap_or(got);
+        return format!("expected {expected}, got {got}");
+    }
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        return format!("unknown key {rest}");
+    }
+    if let Some(rest) = message.strip_prefix("missing field ") {
+        return format!("missing required key {rest}");
+    }
+    message.to_string()
+}
+
+/// The text of the table whose header starts at `start`: up to the next `[` header.
+fn table_text(text: &str, start: usize) -> &str {
+    let rest = &text[start.min(text.len())..];
+    let body = rest.find('\n').map_or(rest.len(), |i| i + 1);
+    let end = rest[body..].find("\n[").map_or(rest.len(), |i| body + i + 1);
+    &rest[..end]
+}
+
+/// The line where `key` is assigned: a line whose dotted key is a tail of `key` (`max_rows = …`,
+/// `buffer_flush.max_rows = …`), else one that assigns a part of it (`fields.age = { min = 1 }`).
+fn find_key_line(text: &str, key: &str) -> Option<usize> {
+    let segments: Vec<&str> = key.split('.').collect();
+    let assigned = |l: &str| -> Option<String> {
+        let (k, _) = l.split_once('=')?;
+        let k = k.trim();
+        (!k.starts_with('[') && !k.is_empty()).then(|| k.replace(['"', ' '], ""))
+    };
+    let is_tail = |k: &str| (0..segments.len()).any(|i| segments[i..].join(".") == k);
+    let is_part =
+        |k: &str| (0..segments.len()).any(|i| (i + 1..=segments.len()).any(|j| segments[i..j].join(".") == k));
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .iter()
+        .position(|l| assigned(l).is_some_and(|k| is_tail(&k)))
+        .or_else(|| lines.iter().position(|l| assigned(l).is_some_and(|k| is_part(&k))))
+        .map(|i| i + 1)
+}
+
+/// Checks that serde cannot express. Returns the key at fault and what is wrong.
+fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
+    let name = &p.pipeline.name;
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(("pipeline.name".into(), format!("{name:?} must be letters, digits, `-` or `_`")));
+    }
+    if p.pipeline.parallelism == 0 {
+        return Err(("pipeline.parallelism".into(), "must be at least 1".into()));
+    }
+    if p.pipeline.checkpoint_interval.0 < std::time::Duration::from_millis(100) {
+        return Err(("pipeline.checkpoint_interval".into(), "must be at least 100ms".into()));
+    }
+    if p.source.is_empty() {
+        return Err(("source".into(), "a pipeline needs at least one [[source]]".into()));
+    }
+    if p.sink.is_empty() {
+        return Err(("sink".into(), "a pipeline needs at least one [[sink]]".into()));
+    }
+    for s in &p.source {
+        let schema = match s {
+            SourceConfig::Datagen(d) => {
+                if d.rows_per_second == 0 {
+                    return Err(("source.rows_per_second".into(), "must be at least 1".into()));
+                }
+                &d.schema
+            }
+            SourceConfig::File(f) => &f.schema,
+        };
+        let columns =
+            sluice_guest::types::parse_columns(schema).map_err(|e| ("source.schema".to_string(), e.message))?;
+        if let SourceConfig::Datagen(d) = s {
+            for (field, generator) in &d.fields {
+                if !columns.iter().any(|c| &c.name == field) {
+                    return Err((
+                        format!("source.fields.{field}"),
+                        format!("`{field}` is not a column of the source schema"),
+                    ));
+                }
+                if let (Some(min), Some(max)) = (generator.min, generator.max)
+                    && min > max
+                {
+                    return Err((format!("source.fields.{field}.min"), format!("min {min} is larger than max {max}")));
+                }
+            }
+        }
+    }
+    for t in &p.transform {
+        let TransformConfig::Wasm(w) = t;
+        if w.plugin.as_os_str().is_empty() {
+            return Err((
+                "transform.plugin".into(),
+                "expected the path of a `.wasm` component or a plugin crate".into(),
+            ));
+        }
+    }
+    let needs_doris = p.sink.iter().any(|s| matches!(s, SinkConfig::Doris(_)));
+    if needs_doris && p.doris.is_none() {
+        return Err(("doris".into(), "a Doris sink needs a [doris] section with `fenodes`".into()));
+    }
+    if let Some(d) = &p.doris {
+        validate_doris(d)?;
+    }
+    for s in &p.sink {
+        let SinkConfig::Doris(d) = s;
+        if d.table.split('.').count() != 2 || d.table.split('.').any(str::is_empty) {
+            return Err(("sink.table".into(), format!("expected `db.table`, got {:?}", d.table)));
+        }
+        if d.buffer_count == 0 {
+            return Err(("sink.buffer_count".into(), "must be at least 1".into()));
+        }
+        if d.enable.batch_mode && d.flush.queue_size == 0 {
+            return Err(("sink.flush.queue_size".into(), "must be at least 1".into()));
+        }
+    }
+    Ok(())
+}
+
+fn validate_doris(d: &DorisSection) -> Result<(), (String, String)> {
+    if !d.fenodes.is_embedded() {
+        let addrs = d.fenodes.addresses();
+        if addrs.is_empty() {
+            return Err((
+                "doris.fenodes".into(),
+                "expected \"embedded\" or FE addresses such as [\"127.0.0.1:8030\"]".into(),
+            ));
+        }
+        for a in addrs.iter().chain(&d.benodes) {
+            let ok = a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(("doris.fenodes".into(), format!("expected host:port, got {a:?}")));
+            }
+        }
+    }
+    if d.password.is_some() && d.password_env.is_some() {
+        return Err(("doris.password_env".into(), "set either `password` or `password_env`, not both".into()));
+    }
+    if let Some(url) = &d.jdbc_url
+        && !url.starts_with("jdbc:mysql://")
+    {
+        return Err(("doris.jdbc_url".into(), format!("expected jdbc:mysql://host:port, got {url:?}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[pipeline]
+name = "student-trans"
+checkpoint_interval = "1s"
+
+[doris]
+fenodes = ["127.0.0.1:8030"]
+password_env = "DORIS_PW"
+
+[[source]]
+type = "datagen"
+schema = "id BIGINT, name VARCHAR(64), age INT"
+number_of_rows = 100
+fields.id.kind = "sequence"
+fields.age = { min = 1, max = 99 }
+
+[[transform]]
+type = "wasm"
+plugin = "../plugins/student-trans"
+config.prefix = "p_"
+limits.timeout = "1s"
+
+[[sink]]
+type = "doris"
+table = "test.student_trans"
+buffer_flush.max_rows = 1000
+properties.format = "json"
+"#;
+
+    fn err(text: &str) -> String {
+        load_str(Path::new("pipeline.toml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_good_file_loads_with_defaults() {
+        let p = load_str(Path::new("pipeline.toml"), GOOD).unwrap();
+        assert_eq!(p.pipeline.parallelism, 1);
+        assert_eq!(p.pipeline.checkpoint_interval, super::super::Duration::from_secs(1));
+        let SinkConfig::Doris(sink) = &p.sink[0];
+        assert!(sink.enable_2pc && sink.enable_delete && sink.ignore.update_before);
+        assert_eq!(sink.buffer_flush.max_rows, 1000);
+        assert_eq!(sink.buffer_size.0, 1024 * 1024);
+        let TransformConfig::Wasm(w) = &p.transform[0];
+        assert_eq!(w.limits.timeout, std::time::Duration::from_secs(1));
+        assert_eq!(w.limits.memory, 256 * 1024 * 1024);
+        let doris = p.doris.unwrap();
+        assert_eq!(doris.request_retries, 3);
+        assert!(doris.auto_redirect);
+    }
+
+    #[test]
+    fn mistakes_name_file_line_and_key() {
+        let bad_bool = GOOD.replace("properties.format = \"json\"", "enable_2pc = \"yes\"");
+        assert_eq!(err(&bad_bool), "pipeline.toml:27: sink.enable_2pc: expected true or false, got \"yes\"");
+
+        let typo = GOOD.replace("buffer_flush.max_rows = 1000", "buffer_flush.max_row = 1000");
+        let e = err(&typo);
+        assert!(
+            e.starts_with(
+                "pipeline.toml:26: sink.buffer_flush.max_row: unknown key `max_row`, expected one of `max_rows`"
+            ),
+            "{e}"
+        );
+
+        let bad_duration = GOOD.replace("checkpoint_interval = \"1s\"", "checkpoint_interval = \"often\"");
+        assert_eq!(
+            err(&bad_duration),
+            "pipeline.toml:4: pipeline.checkpoint_interval: expected a duration such as \"10s\" or \"500ms\", got \"often\""
+        );
+
+        let bad_type = GOOD.replace("type = \"datagen\"", "type = \"kafka\"");
+        assert_eq!(
+            err(&bad_type),
+            "pipeline.toml:11: source.type: expected one of \"datagen\", \"file\", got \"kafka\""
+        );
+
+        let bad_schema = GOOD.replace("age INT\"", "age INTEGRAL\"");
+        assert!(
+            err(&bad_schema)
+                .starts_with("pipeline.toml:12: source.schema: column `age`: unknown Doris type `INTEGRAL`")
+        );
+
+        let bad_table = GOOD.replace("table = \"test.student_trans\"", "table = \"student_trans\"");
+        assert_eq!(err(&bad_table), "pipeline.toml:25: sink.table: expected `db.table`, got \"student_trans\"");
+
+        let no_doris = GOOD.replace("[doris]\nfenodes = [\"127.0.0.1:8030\"]\npassword_env = \"DORIS_PW\"\n", "");
+        assert_eq!(err(&no_doris), "pipeline.toml: doris: a Doris sink needs a [doris] section with `fenodes`");
+
+        let bad_field = GOOD.replace("fields.age", "fields.agee");
+        assert!(err(&bad_field).contains("source.fields.agee: `agee` is not a column of the source schema"));
+
+        let syntax = GOOD.replace("name = \"student-trans\"", "name = student-trans");
+        assert!(err(&syntax).starts_with("pipeline.toml:3: "), "{}", err(&syntax));
+    }
+}

@@ -1,0 +1,367 @@
+//! The pipeline file, as written. Option names follow the Flink Doris connector's keys without
+//! their section prefix, `-` as `_`, dots kept as TOML dotted keys (`sink.label-prefix` →
+//! `label_prefix`, `sink.buffer-flush.max-rows` → `buffer_flush.max_rows`), with the same
+//! defaults. Unknown keys are errors.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{ByteSize, Duration};
+use crate::wasm::PluginLimits;
+
+/// One pipeline file.
+#[derive(Debug, Clone)]
+pub struct PipelineFile {
+    pub pipeline: PipelineSection,
+    /// The Doris connection shared by sources, sinks and lookups.
+    pub doris: Option<DorisSection>,
+    pub source: Vec<SourceConfig>,
+    pub transform: Vec<TransformConfig>,
+    pub sink: Vec<SinkConfig>,
+}
+
+/// `[pipeline]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSection {
+    /// Names the pipeline in logs, metrics and (by default) Stream Load labels.
+    pub name: String,
+    /// Workers, each with its own plugin instances and sink writers (default 1).
+    #[serde(default = "default_parallelism")]
+    pub parallelism: u32,
+    /// Time between checkpoints (default 10s).
+    #[serde(default = "default_checkpoint_interval")]
+    pub checkpoint_interval: Duration,
+    /// Where checkpoints and labels are kept (default `.sluice/<name>` beside the pipeline file).
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+}
+
+fn default_parallelism() -> u32 {
+    1
+}
+
+fn default_checkpoint_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// `fenodes`: `"embedded"` (start doris-lite in-process) or a list of FE `host:http_port`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum FeNodes {
+    List(Vec<String>),
+    One(String),
+}
+
+impl FeNodes {
+    pub fn is_embedded(&self) -> bool {
+        matches!(self, FeNodes::One(s) if s == "embedded")
+    }
+
+    /// The FE addresses; a single string may list several, comma separated (as the connector).
+    pub fn addresses(&self) -> Vec<String> {
+        match self {
+            FeNodes::List(l) => l.clone(),
+            FeNodes::One(s) => s.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
+        }
+    }
+}
+
+/// `[doris]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DorisSection {
+    /// FE HTTP addresses, or `"embedded"`.
+    pub fenodes: FeNodes,
+    /// BE HTTP addresses (used when `auto_redirect = false`).
+    #[serde(default)]
+    pub benodes: Vec<String>,
+    #[serde(default = "default_username")]
+    pub username: String,
+    /// The password, inline. Prefer `password_env`.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// The environment variable holding the password.
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// `jdbc:mysql://host:9030` — the MySQL-protocol endpoint (lookups, DDL, offsets).
+    #[serde(default)]
+    pub jdbc_url: Option<String>,
+    /// Send Stream Loads through the FE, which redirects to a BE (default true).
+    #[serde(default = "default_true")]
+    pub auto_redirect: bool,
+    /// `doris.request.retries` (default 3).
+    #[serde(default = "default_request_retries")]
+    pub request_retries: u32,
+    /// `doris.request.connect.timeout` (default 30s).
+    #[serde(default = "default_request_timeout")]
+    pub request_connect_timeout: Duration,
+    /// `doris.request.read.timeout` (default 30s).
+    #[serde(default = "default_request_timeout")]
+    pub request_read_timeout: Duration,
+}
+
+fn default_username() -> String {
+    "root".into()
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_request_retries() -> u32 {
+    3
+}
+
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// `[[source]]`, by `type`.
+#[derive(Debug, Clone)]
+pub enum SourceConfig {
+    /// Generated rows, as Flink's `datagen` connector.
+    Datagen(DatagenSource),
+    /// Rows from a CSV or JSON-lines file (bounded).
+    File(FileSource),
+}
+
+impl SourceConfig {
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            SourceConfig::Datagen(s) => s.name.as_deref(),
+            SourceConfig::File(s) => s.name.as_deref(),
+        }
+    }
+}
+
+/// `type = "datagen"`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatagenSource {
+    pub name: Option<String>,
+    /// Columns in Doris syntax: `"id BIGINT, name VARCHAR(64), age INT"`.
+    pub schema: String,
+    /// Rows generated per second (default 10000).
+    #[serde(default = "default_rows_per_second")]
+    pub rows_per_second: u64,
+    /// Total rows; unbounded when absent.
+    pub number_of_rows: Option<u64>,
+    /// Per-column generators: `fields.id.kind = "sequence"`, `fields.age.min = 1` …
+    #[serde(default)]
+    pub fields: BTreeMap<String, DatagenField>,
+}
+
+fn default_rows_per_second() -> u64 {
+    10_000
+}
+
+/// `fields.<column>` of a datagen source.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatagenField {
+    /// `random` (default) or `sequence`.
+    #[serde(default)]
+    pub kind: DatagenKind,
+    /// Smallest random value.
+    pub min: Option<i64>,
+    /// Largest random value.
+    pub max: Option<i64>,
+    /// Length of random strings (default 10).
+    pub length: Option<u32>,
+    /// First value of a sequence.
+    pub start: Option<i64>,
+    /// Last value of a sequence (the source ends after it).
+    pub end: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DatagenKind {
+    #[default]
+    Random,
+    Sequence,
+}
+
+/// `type = "file"`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSource {
+    pub name: Option<String>,
+    pub path: PathBuf,
+    /// `csv` (default) or `json` (one object per line).
+    #[serde(default)]
+    pub format: FileFormat,
+    /// Columns in Doris syntax.
+    pub schema: String,
+    /// CSV column separator (default `,`).
+    #[serde(default = "default_separator")]
+    pub column_separator: String,
+}
+
+fn default_separator() -> String {
+    ",".into()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileFormat {
+    #[default]
+    Csv,
+    Json,
+}
+
+/// `[[transform]]`, by `type`.
+#[derive(Debug, Clone)]
+pub enum TransformConfig {
+    /// A WebAssembly plugin.
+    Wasm(WasmTransform),
+}
+
+/// `type = "wasm"`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WasmTransform {
+    pub name: Option<String>,
+    /// A `.wasm` component or a plugin crate directory, relative to the pipeline file.
+    pub plugin: PathBuf,
+    /// Settings handed to the plugin's `init`, as text.
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
+    /// Memory, time and fuel limits of each instance.
+    #[serde(default)]
+    pub limits: PluginLimits,
+}
+
+/// `[[sink]]`, by `type`.
+#[derive(Debug, Clone)]
+pub enum SinkConfig {
+    /// Apache Doris through Stream Load.
+    Doris(DorisSink),
+}
+
+/// `type = "doris"` — the connector's `sink.*` options.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DorisSink {
+    pub name: Option<String>,
+    /// `db.table` (the connector's `table.identifier`); batches routed elsewhere by a transform
+    /// go to their own table.
+    pub table: String,
+    /// Label prefix; defaults to a stable id of the pipeline.
+    pub label_prefix: Option<String>,
+    /// Exactly-once through two-phase commit tied to checkpoints (default true).
+    #[serde(default = "default_true")]
+    pub enable_2pc: bool,
+    /// Turn delete rows into `__DORIS_DELETE_SIGN__` (default true, UNIQUE tables only).
+    #[serde(default = "default_true")]
+    pub enable_delete: bool,
+    /// Size of one write buffer (default 1MB).
+    #[serde(default = "default_buffer_size")]
+    pub buffer_size: ByteSize,
+    /// Number of write buffers (default 3).
+    #[serde(default = "default_buffer_count")]
+    pub buffer_count: u32,
+    /// Retries of a failed load or commit (default 3).
+    #[serde(default = "default_request_retries")]
+    pub max_retries: u32,
+    /// `sink.ignore.update-before` (default true).
+    #[serde(default)]
+    pub ignore: IgnoreOptions,
+    /// `sink.enable.batch-mode` (default false).
+    #[serde(default)]
+    pub enable: EnableOptions,
+    /// `sink.buffer-flush.*` (batch mode).
+    #[serde(default)]
+    pub buffer_flush: BufferFlush,
+    /// `sink.flush.queue-size` (batch mode, default 2).
+    #[serde(default)]
+    pub flush: FlushOptions,
+    /// Stream Load headers (`sink.properties.*`), e.g. `properties.format = "json"`.
+    #[serde(default)]
+    pub properties: BTreeMap<String, toml::Value>,
+}
+
+fn default_buffer_size() -> ByteSize {
+    ByteSize(1024 * 1024)
+}
+
+fn default_buffer_count() -> u32 {
+    3
+}
+
+/// `ignore.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IgnoreOptions {
+    #[serde(default = "default_true")]
+    pub update_before: bool,
+}
+
+impl Default for IgnoreOptions {
+    fn default() -> Self {
+        Self { update_before: true }
+    }
+}
+
+/// `enable.*`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnableOptions {
+    #[serde(default)]
+    pub batch_mode: bool,
+}
+
+/// `buffer_flush.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferFlush {
+    /// Rows per load (default 500000).
+    #[serde(default = "default_max_rows")]
+    pub max_rows: u64,
+    /// Bytes per load (default 100MB).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: ByteSize,
+    /// Longest time between loads (default 10s).
+    #[serde(default = "default_flush_interval")]
+    pub interval: Duration,
+}
+
+impl Default for BufferFlush {
+    fn default() -> Self {
+        Self { max_rows: default_max_rows(), max_bytes: default_max_bytes(), interval: default_flush_interval() }
+    }
+}
+
+fn default_max_rows() -> u64 {
+    500_000
+}
+
+fn default_max_bytes() -> ByteSize {
+    ByteSize(100 * 1024 * 1024)
+}
+
+fn default_flush_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// `flush.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlushOptions {
+    /// Loads in flight in batch mode (default 2).
+    #[serde(default = "default_queue_size")]
+    pub queue_size: u32,
+}
+
+impl Default for FlushOptions {
+    fn default() -> Self {
+        Self { queue_size: default_queue_size() }
+    }
+}
+
+fn default_queue_size() -> u32 {
+    2
+}
