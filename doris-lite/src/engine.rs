@@ -19,6 +19,10 @@ pub struct EngineConfig {
     pub label_keep: Duration,
     /// `max_running_txn_num_per_db`.
     pub max_running_txn_per_db: usize,
+    /// `streaming_load_max_mb`, in bytes.
+    pub max_load_bytes: u64,
+    /// `streaming_load_json_max_mb`, in bytes (JSON without `read_json_by_line`).
+    pub max_json_bytes: u64,
 }
 
 impl Default for EngineConfig {
@@ -27,6 +31,8 @@ impl Default for EngineConfig {
             precommit_timeout: Duration::from_secs(3600),
             label_keep: Duration::from_secs(43200),
             max_running_txn_per_db: 10000,
+            max_load_bytes: 10240 << 20,
+            max_json_bytes: 100 << 20,
         }
     }
 }

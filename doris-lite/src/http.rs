@@ -306,6 +306,16 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
         Ok(o) => o,
         Err(m) => return LoadReply::failed(label_hdr, m).into_response(),
     };
+    let limit = st.engine.config.max_load_bytes;
+    if let Some(cl) = get("content-length").and_then(|v| v.parse::<u64>().ok())
+        && cl > limit
+    {
+        return LoadReply::failed(
+            label_hdr,
+            format!("[EXCEEDED_LIMIT]The size of this load is {cl} bytes, which exceeds streaming_load_max_mb ({limit} bytes)."),
+        )
+        .into_response();
+    }
     let group_commit = opts.group_commit != GroupCommit::Off && !opts.two_phase_commit && !opts.partial;
     let label = match &opts.label {
         Some(l) => l.clone(),
@@ -357,11 +367,21 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
     };
     // Read the body (hyper sends `100 Continue` when we first poll it).
     let read_t = Instant::now();
-    let mut data: Vec<u8> = Vec::new();
+    let mut data: Vec<u8> = Vec::with_capacity(
+        get("content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0).min(limit as usize),
+    );
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         match chunk {
-            Ok(c) => data.extend_from_slice(&c),
+            Ok(c) => {
+                data.extend_from_slice(&c);
+                if data.len() as u64 > limit {
+                    return fail(
+                        reply,
+                        format!("[EXCEEDED_LIMIT]The size of this load exceeds streaming_load_max_mb ({limit} bytes)."),
+                    );
+                }
+            }
             Err(e) => {
                 return fail(reply, format!("[INTERNAL_ERROR]failed to read the body: {e}"));
             }
@@ -381,6 +401,16 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
             return fail(reply, format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"));
         }
         data = out;
+    }
+    let json_limit = st.engine.config.max_json_bytes;
+    if opts.format == crate::load::Format::Json && !opts.read_json_by_line && data.len() as u64 > json_limit {
+        return fail(
+            reply,
+            format!(
+                "[EXCEEDED_LIMIT]The size of this batch exceed the max size [{json_limit}] of json type data  data [{}]. Split the file, or use 'read_json_by_line'",
+                data.len()
+            ),
+        );
     }
     let write_t = Instant::now();
     let outcome = match build_write(&begun.schema, &opts, &data).await {

@@ -46,6 +46,8 @@ pub struct Config {
     pub label_keep: Duration,
     /// `max_running_txn_num_per_db`.
     pub max_running_txn_per_db: usize,
+    /// `streaming_load_max_mb`, in bytes (default 10 GiB).
+    pub max_load_bytes: u64,
 }
 
 impl Default for Config {
@@ -61,6 +63,7 @@ impl Default for Config {
             precommit_timeout: e.precommit_timeout,
             label_keep: e.label_keep,
             max_running_txn_per_db: e.max_running_txn_per_db,
+            max_load_bytes: e.max_load_bytes,
         }
     }
 }
@@ -121,6 +124,8 @@ impl DorisLite {
                     precommit_timeout: config.precommit_timeout,
                     label_keep: config.label_keep,
                     max_running_txn_per_db: config.max_running_txn_per_db,
+                    max_load_bytes: config.max_load_bytes,
+                    ..EngineConfig::default()
                 },
                 wal,
             )

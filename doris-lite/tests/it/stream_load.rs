@@ -518,3 +518,18 @@ fn precommit_timeout_and_running_txn_limit() {
     assert_eq!(s.sql("SELECT count(*) FROM test.t"), vec![vec!["0"]]);
     assert_eq!(s.stream_load("test", "t", &["label:b", "column_separator:,"], &f)["Status"], "Success");
 }
+
+#[test]
+fn oversized_bodies_are_refused() {
+    let s = Server::start_with(doris_lite::Config { max_load_bytes: 1 << 20, ..doris_lite::Config::ephemeral() });
+    setup(&s, "CREATE TABLE test.t (k INT, v INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1");
+    let big: Vec<u8> = b"1,1\n".iter().copied().cycle().take(2 << 20).collect();
+    let f = s.file("big.csv", &big);
+    let r = s.stream_load("test", "t", &["column_separator:,"], &f);
+    assert_eq!(r["Status"], "Fail");
+    assert!(r["Message"].as_str().unwrap().starts_with("[EXCEEDED_LIMIT]"), "{r}");
+    let r = s.stream_load("test", "t", &["column_separator:,", "Transfer-Encoding: chunked"], &f);
+    assert!(r["Message"].as_str().unwrap().starts_with("[EXCEEDED_LIMIT]"), "{r}");
+    assert_eq!(s.stream_load("test", "t", &["column_separator:,"], &s.file("ok.csv", b"1,1\n"))["Status"], "Success");
+    assert_eq!(s.sql("SELECT count(*) FROM test.t"), vec![vec!["1"]]);
+}
