@@ -376,6 +376,9 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
             Ok(c) => {
                 data.extend_from_slice(&c);
                 if data.len() as u64 > limit {
+                    // Drain the rest so the client reads the reply instead of a reset.
+                    drop(data);
+                    while let Some(Ok(_)) = stream.next().await {}
                     return fail(
                         reply,
                         format!("[EXCEEDED_LIMIT]The size of this load exceeds streaming_load_max_mb ({limit} bytes)."),
