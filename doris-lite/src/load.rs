@@ -491,6 +491,124 @@ fn source_names(schema: &TableSchema, opts: &LoadOptions) -> Vec<String> {
     }
 }
 
+/// A CSV record or the reason it was filtered.
+pub type CsvRecord<'r, 'a> = Result<&'r [Option<&'a str>], String>;
+
+/// Splits a CSV body into records as chunks arrive; a line that straddles two chunks is
+/// carried over, so a load is parsed while it is still being received.
+#[derive(Debug, Default)]
+pub struct CsvSplitter {
+    carry: Vec<u8>,
+    line_no: usize,
+    skip: usize,
+}
+
+impl CsvSplitter {
+    /// A splitter for `opts` (header lines of `csv_with_names*` and `skip_lines` are skipped).
+    pub fn new(opts: &LoadOptions) -> CsvSplitter {
+        let header = match opts.format {
+            Format::Csv(h) => h,
+            _ => 0,
+        };
+        CsvSplitter { carry: Vec::new(), line_no: 0, skip: header.max(opts.skip_lines) }
+    }
+
+    /// Feeds the next chunk of the body.
+    pub fn feed(&mut self, chunk: &[u8], opts: &LoadOptions, ncols: usize, sink: &mut dyn FnMut(CsvRecord)) {
+        let delim = opts.line_delimiter.as_slice();
+        if self.carry.is_empty() {
+            let used = self.complete_lines(chunk, opts, ncols, sink);
+            self.carry.extend_from_slice(&chunk[used..]);
+            return;
+        }
+        let (head, rest) = match find(chunk, delim) {
+            Some(i) => chunk.split_at(i + delim.len()),
+            None => (chunk, &chunk[chunk.len()..]),
+        };
+        let mut carry = std::mem::take(&mut self.carry);
+        carry.extend_from_slice(head);
+        let used = self.complete_lines(&carry, opts, ncols, sink);
+        carry.drain(..used);
+        self.carry = carry;
+        if !rest.is_empty() {
+            // `head` ended with a delimiter, so the carry is now empty.
+            let used = self.complete_lines(rest, opts, ncols, sink);
+            self.carry.extend_from_slice(&rest[used..]);
+        }
+    }
+
+    /// Ends the body: a last line without a delimiter is a record too.
+    pub fn finish(&mut self, opts: &LoadOptions, ncols: usize, sink: &mut dyn FnMut(CsvRecord)) {
+        let last = std::mem::take(&mut self.carry);
+        if !last.is_empty() {
+            let mut fields = Vec::with_capacity(ncols + 1);
+            let mut texts = Vec::with_capacity(ncols + 1);
+            self.line(&last, opts, ncols, &mut fields, &mut texts, sink);
+        }
+    }
+
+    /// Handles every complete line of `buf`; returns where the incomplete tail starts.
+    fn complete_lines(
+        &mut self,
+        buf: &[u8],
+        opts: &LoadOptions,
+        ncols: usize,
+        sink: &mut dyn FnMut(CsvRecord),
+    ) -> usize {
+        let delim = opts.line_delimiter.as_slice();
+        let mut fields: Vec<&[u8]> = Vec::with_capacity(ncols + 1);
+        let mut texts: Vec<Option<&str>> = Vec::with_capacity(ncols + 1);
+        let mut pos = 0;
+        while let Some(i) = find(&buf[pos..], delim) {
+            let line = &buf[pos..pos + i];
+            pos += i + delim.len();
+            self.line(line, opts, ncols, &mut fields, &mut texts, sink);
+        }
+        pos
+    }
+
+    fn line<'a>(
+        &mut self,
+        line: &'a [u8],
+        opts: &LoadOptions,
+        ncols: usize,
+        fields: &mut Vec<&'a [u8]>,
+        texts: &mut Vec<Option<&'a str>>,
+        sink: &mut dyn FnMut(CsvRecord),
+    ) {
+        let line = if opts.line_delimiter == b"\n" { line.strip_suffix(b"\r").unwrap_or(line) } else { line };
+        self.line_no += 1;
+        if self.line_no <= self.skip || line.is_empty() {
+            return;
+        }
+        split_fields(line, &opts.column_separator, opts.enclose, opts.escape, fields);
+        if fields.len() != ncols {
+            let cmp = if fields.len() > ncols { "more" } else { "less" };
+            sink(Err(format!(
+                "Reason: actual column number in csv file is  {cmp} than  schema column number.actual number: {}, schema column number: {}; line delimiter: [{}], column separator: [{}], result values:[{}]. src line [{}]; ",
+                fields.len(),
+                ncols,
+                String::from_utf8_lossy(&opts.line_delimiter).escape_default(),
+                String::from_utf8_lossy(&opts.column_separator).escape_default(),
+                fields.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join(", "),
+                String::from_utf8_lossy(line)
+            )));
+            return;
+        }
+        texts.clear();
+        for f in fields.iter() {
+            match csv_text(f, opts) {
+                Ok(v) => texts.push(v),
+                Err(e) => {
+                    sink(Err(format!("Reason: {e}. src line [{}]; ", String::from_utf8_lossy(line))));
+                    return;
+                }
+            }
+        }
+        sink(Ok(texts));
+    }
+}
+
 /// Parses the body into records of field texts. Records that cannot be split are filtered
 /// with their reason.
 fn for_each_record(
@@ -500,67 +618,24 @@ fn for_each_record(
     on_record: &mut dyn FnMut(&[Option<&str>]),
 ) -> Result<(Vec<String>, u64), LoadError> {
     let mut errors = Vec::new();
-    let mut fields: Vec<&[u8]> = Vec::with_capacity(names.len() + 1);
-    let mut texts: Vec<Option<&str>> = Vec::with_capacity(names.len() + 1);
     let mut bad = 0u64;
     match opts.format {
-        Format::Csv(header_lines) => {
-            let skip = header_lines.max(opts.skip_lines);
-            let delim = &opts.line_delimiter;
-            let mut rest = body;
-            let mut line_no = 0usize;
-            while !rest.is_empty() {
-                let (line, next) = match find(rest, delim) {
-                    Some(i) => (&rest[..i], &rest[i + delim.len()..]),
-                    None => (rest, &rest[rest.len()..]),
-                };
-                rest = next;
-                let line = if delim == b"\n" { line.strip_suffix(b"\r").unwrap_or(line) } else { line };
-                line_no += 1;
-                if line_no <= skip {
-                    continue;
-                }
-                if line.is_empty() && rest.is_empty() {
-                    break;
-                }
-                split_fields(line, &opts.column_separator, opts.enclose, opts.escape, &mut fields);
-                if fields.len() != names.len() {
+        Format::Csv(_) => {
+            let mut splitter = CsvSplitter::new(opts);
+            splitter.feed(body, opts, names.len(), &mut |r| match r {
+                Ok(rec) => on_record(rec),
+                Err(e) => {
                     bad += 1;
-                    let cmp = if fields.len() > names.len() { "more" } else { "less" };
-                    errors.push(format!(
-                        "Reason: actual column number in csv file is  {cmp} than  schema column number.actual number: {}, schema column number: {}; line delimiter: [{}], column separator: [{}], result values:[{}]. src line [{}]; ",
-                        fields.len(),
-                        names.len(),
-                        String::from_utf8_lossy(delim).escape_default(),
-                        String::from_utf8_lossy(&opts.column_separator).escape_default(),
-                        fields
-                            .iter()
-                            .map(|f| String::from_utf8_lossy(f).into_owned())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        String::from_utf8_lossy(line)
-                    ));
-                    continue;
+                    errors.push(e);
                 }
-                texts.clear();
-                let mut err = None;
-                for f in &fields {
-                    match csv_text(f, opts) {
-                        Ok(v) => texts.push(v),
-                        Err(e) => {
-                            err = Some(e);
-                            break;
-                        }
-                    }
+            });
+            splitter.finish(opts, names.len(), &mut |r| match r {
+                Ok(rec) => on_record(rec),
+                Err(e) => {
+                    bad += 1;
+                    errors.push(e);
                 }
-                match err {
-                    Some(e) => {
-                        bad += 1;
-                        errors.push(format!("Reason: {e}. src line [{}]; ", String::from_utf8_lossy(line)));
-                    }
-                    None => on_record(&texts),
-                }
-            }
+            });
         }
         Format::Arrow => {
             let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)
