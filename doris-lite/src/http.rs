@@ -16,7 +16,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value as Json, json};
 
 use crate::engine::{Engine, EngineError};
-use crate::load::{GroupCommit, LoadOptions, build_write, parse_options};
+use crate::load::{CsvSplitter, GroupCommit, LoadBuilder, LoadOptions, parse_options};
 use crate::sql::{ColKind, Executor, Outcome, ServerInfo, Session};
 use crate::storage::{KeysType, Tso};
 
@@ -365,17 +365,28 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
         reply.load_ms = ms_since(start);
         reply.into_response()
     };
+    let mut builder = match LoadBuilder::new(&begun.schema, &opts) {
+        Ok(b) => b,
+        Err(e) => return fail(reply, e.0),
+    };
+    // CSV is parsed chunk by chunk while the body arrives; other formats are buffered.
+    let streaming = builder.streams_csv();
+    let ncols = builder.field_count();
+    let mut splitter = CsvSplitter::new(&opts);
     // Read the body (hyper sends `100 Continue` when we first poll it).
     let read_t = Instant::now();
-    let mut data: Vec<u8> = Vec::with_capacity(
-        get("content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0).min(limit as usize),
-    );
+    let mut data: Vec<u8> = if streaming {
+        Vec::new()
+    } else {
+        Vec::with_capacity(get("content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0).min(limit as usize))
+    };
+    let mut received: u64 = 0;
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(c) => {
-                data.extend_from_slice(&c);
-                if data.len() as u64 > limit {
+                received += c.len() as u64;
+                if received > limit {
                     // Drain the rest so the client reads the reply instead of a reset.
                     drop(data);
                     while let Some(Ok(_)) = stream.next().await {}
@@ -384,43 +395,55 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
                         format!("[EXCEEDED_LIMIT]The size of this load exceeds streaming_load_max_mb ({limit} bytes)."),
                     );
                 }
+                if streaming {
+                    splitter.feed(&c, &opts, ncols, &mut |r| builder.csv(r));
+                } else {
+                    data.extend_from_slice(&c);
+                }
             }
             Err(e) => {
                 return fail(reply, format!("[INTERNAL_ERROR]failed to read the body: {e}"));
             }
         }
     }
-    reply.load_bytes = data.len() as u64;
+    reply.load_bytes = received;
     reply.receive_ms = ms_since(read_t);
     if has_len
         && let Some(cl) = get("content-length").and_then(|v| v.parse::<u64>().ok())
-        && cl != data.len() as u64
+        && cl != received
     {
         return fail(reply, "[INTERNAL_ERROR]receive body don't equal with body bytes".into());
     }
-    if opts.gzip {
-        let mut out = Vec::with_capacity(data.len() * 4);
-        if let Err(e) = flate2::read::MultiGzDecoder::new(&data[..]).read_to_end(&mut out) {
-            return fail(reply, format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"));
-        }
-        data = out;
-    }
-    let json_limit = st.engine.config.max_json_bytes;
-    if opts.format == crate::load::Format::Json && !opts.read_json_by_line && data.len() as u64 > json_limit {
-        return fail(
-            reply,
-            format!(
-                "[EXCEEDED_LIMIT]The size of this batch exceed the max size [{json_limit}] of json type data  data [{}]. Split the file, or use 'read_json_by_line'",
-                data.len()
-            ),
-        );
-    }
     let write_t = Instant::now();
-    let outcome = match build_write(&begun.schema, &opts, &data).await {
+    if streaming {
+        splitter.finish(&opts, ncols, &mut |r| builder.csv(r));
+    } else {
+        if opts.gzip {
+            let mut out = Vec::with_capacity(data.len() * 4);
+            if let Err(e) = flate2::read::MultiGzDecoder::new(&data[..]).read_to_end(&mut out) {
+                return fail(reply, format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"));
+            }
+            data = out;
+        }
+        let json_limit = st.engine.config.max_json_bytes;
+        if opts.format == crate::load::Format::Json && !opts.read_json_by_line && data.len() as u64 > json_limit {
+            return fail(
+                reply,
+                format!(
+                    "[EXCEEDED_LIMIT]The size of this batch exceed the max size [{json_limit}] of json type data  data [{}]. Split the file, or use 'read_json_by_line'",
+                    data.len()
+                ),
+            );
+        }
+        if let Err(e) = builder.feed_body(&data) {
+            return fail(reply, e.0);
+        }
+    }
+    drop(data);
+    let outcome = match builder.finish().await {
         Ok(o) => o,
         Err(e) => return fail(reply, e.0),
     };
-    drop(data);
     reply.read_ms = ms_since(read_t);
     reply.write_ms = ms_since(write_t);
     reply.total = outcome.total;

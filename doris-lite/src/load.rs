@@ -738,94 +738,140 @@ enum Source {
     Default,
 }
 
-/// Converts a load body into a table write with Doris' row accounting.
-pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) -> Result<LoadOutcome, LoadError> {
-    let unique = schema.keys_type == KeysType::Unique;
-    if opts.merge_type != MergeType::Append && !unique {
-        return Err(LoadError(
-            "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = load by MERGE or DELETE is only supported in unique tables.".into(),
-        ));
-    }
-    if opts.sequence_col.is_some() && !schema.has_sequence() {
-        return Err(LoadError(
-            "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = There is no sequence column in the table.".into(),
-        ));
-    }
-    if schema.sequence_type().is_some()
-        && opts.sequence_col.is_none()
-        && !opts.hidden_columns.iter().any(|h| h.eq_ignore_ascii_case(SEQUENCE_COL))
-    {
-        return Err(LoadError("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Table has sequence column, need to specify the sequence column".into()));
-    }
-    if opts.partial && !unique {
-        return Err(LoadError("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Partial update is only allowed on unique table with merge-on-write enabled.".into()));
-    }
-    let names = source_names(schema, opts);
-    let derived: Vec<(String, String)> = opts
-        .columns
-        .iter()
-        .flatten()
-        .filter_map(|c| match c {
-            ColumnMapping::Derived(d, e) => Some((d.clone(), e.clone())),
-            _ => None,
-        })
-        .collect();
-    let field_index = |n: &str| names.iter().position(|x| x.eq_ignore_ascii_case(n));
-    // Target column sources.
-    let mut sources: Vec<Source> = Vec::with_capacity(schema.columns.len());
-    for c in &schema.columns {
-        if let Some(i) = derived.iter().position(|(d, _)| d.eq_ignore_ascii_case(&c.name)) {
-            sources.push(Source::Expr(i));
-        } else if let Some(i) = field_index(&c.name) {
-            sources.push(Source::Field(i));
-        } else {
-            sources.push(Source::Default);
+/// Converts records into a table write with Doris' row accounting. Records can be fed one at
+/// a time while the body is still arriving; `finish` evaluates expressions and returns the
+/// outcome.
+pub struct LoadBuilder<'s> {
+    schema: &'s TableSchema,
+    opts: &'s LoadOptions,
+    names: Vec<String>,
+    derived: Vec<(String, String)>,
+    sources: Vec<Source>,
+    seq_type: Option<DorisType>,
+    seq_field: Option<usize>,
+    delete_field: Option<usize>,
+    delete_derived: Option<usize>,
+    needs_exprs: bool,
+    defaults: Vec<Result<Value, String>>,
+    sum_negate: Vec<bool>,
+    errors: Vec<String>,
+    filtered: u64,
+    unselected: u64,
+    total: u64,
+    ops: Vec<RowOp>,
+    records: Vec<Vec<Option<String>>>,
+}
+
+fn analysis(msg: impl std::fmt::Display) -> LoadError {
+    LoadError(format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {msg}"))
+}
+
+impl<'s> LoadBuilder<'s> {
+    /// Validates the headers against the table and plans the column mapping.
+    pub fn new(schema: &'s TableSchema, opts: &'s LoadOptions) -> Result<LoadBuilder<'s>, LoadError> {
+        let unique = schema.keys_type == KeysType::Unique;
+        if opts.merge_type != MergeType::Append && !unique {
+            return Err(analysis("load by MERGE or DELETE is only supported in unique tables."));
         }
-    }
-    for (d, _) in &derived {
-        if schema.column_index(d).is_none()
-            && !d.eq_ignore_ascii_case(DELETE_SIGN)
-            && !d.eq_ignore_ascii_case(SEQUENCE_COL)
+        if opts.sequence_col.is_some() && !schema.has_sequence() {
+            return Err(analysis("There is no sequence column in the table."));
+        }
+        if schema.sequence_type().is_some()
+            && opts.sequence_col.is_none()
+            && !opts.hidden_columns.iter().any(|h| h.eq_ignore_ascii_case(SEQUENCE_COL))
         {
-            return Err(LoadError(format!(
-                "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Unknown column '{d}' in '{}'",
-                "table list"
-            )));
+            return Err(analysis("Table has sequence column, need to specify the sequence column"));
         }
-    }
-    if opts.partial {
-        for (i, src) in sources.iter().enumerate().take(schema.key_count) {
-            if matches!(src, Source::Default) {
-                return Err(LoadError(format!(
-                    "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Partial update should include all key columns, missing: {}",
-                    schema.columns[i].name
-                )));
+        if opts.partial && !unique {
+            return Err(analysis("Partial update is only allowed on unique table with merge-on-write enabled."));
+        }
+        let names = source_names(schema, opts);
+        let derived: Vec<(String, String)> = opts
+            .columns
+            .iter()
+            .flatten()
+            .filter_map(|c| match c {
+                ColumnMapping::Derived(d, e) => Some((d.clone(), e.clone())),
+                _ => None,
+            })
+            .collect();
+        let field_index = |n: &str| names.iter().position(|x| x.eq_ignore_ascii_case(n));
+        let mut sources: Vec<Source> = Vec::with_capacity(schema.columns.len());
+        for c in &schema.columns {
+            if let Some(i) = derived.iter().position(|(d, _)| d.eq_ignore_ascii_case(&c.name)) {
+                sources.push(Source::Expr(i));
+            } else if let Some(i) = field_index(&c.name) {
+                sources.push(Source::Field(i));
+            } else {
+                sources.push(Source::Default);
             }
         }
+        for (d, _) in &derived {
+            if schema.column_index(d).is_none()
+                && !d.eq_ignore_ascii_case(DELETE_SIGN)
+                && !d.eq_ignore_ascii_case(SEQUENCE_COL)
+            {
+                return Err(analysis(format!("Unknown column '{d}' in 'table list'")));
+            }
+        }
+        if opts.partial {
+            for (i, src) in sources.iter().enumerate().take(schema.key_count) {
+                if matches!(src, Source::Default) {
+                    return Err(analysis(format!(
+                        "Partial update should include all key columns, missing: {}",
+                        schema.columns[i].name
+                    )));
+                }
+            }
+        }
+        let seq_type =
+            schema.sequence_type().or_else(|| schema.sequence_column().map(|i| schema.columns[i].ty.clone()));
+        let seq_field = opts.sequence_col.as_deref().and_then(field_index).or_else(|| field_index(SEQUENCE_COL));
+        if let Some(s) = &opts.sequence_col
+            && field_index(s).is_none()
+            && !derived.iter().any(|(d, _)| d.eq_ignore_ascii_case(s))
+        {
+            return Err(analysis(format!("Unknown column '{s}' in 'sequence column'")));
+        }
+        let delete_field = field_index(DELETE_SIGN);
+        let delete_derived = derived.iter().position(|(d, _)| d.eq_ignore_ascii_case(DELETE_SIGN));
+        let needs_exprs = !derived.is_empty() || opts.where_expr.is_some() || opts.delete_expr.is_some();
+        let defaults = schema.columns.iter().map(|c| c.default_value()).collect();
+        let sum_negate =
+            schema.columns.iter().map(|c| opts.negative && c.agg == Some(crate::storage::AggType::Sum)).collect();
+        Ok(LoadBuilder {
+            schema,
+            opts,
+            names,
+            derived,
+            sources,
+            seq_type,
+            seq_field,
+            delete_field,
+            delete_derived,
+            needs_exprs,
+            defaults,
+            sum_negate,
+            errors: Vec::new(),
+            filtered: 0,
+            unselected: 0,
+            total: 0,
+            ops: Vec::new(),
+            records: Vec::new(),
+        })
     }
-    let seq_type = schema.sequence_type().or_else(|| schema.sequence_column().map(|i| schema.columns[i].ty.clone()));
-    let seq_field = opts.sequence_col.as_deref().and_then(field_index).or_else(|| field_index(SEQUENCE_COL));
-    if let Some(s) = &opts.sequence_col
-        && field_index(s).is_none()
-        && !derived.iter().any(|(d, _)| d.eq_ignore_ascii_case(s))
-    {
-        return Err(LoadError(format!(
-            "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Unknown column '{s}' in 'sequence column'"
-        )));
-    }
-    let delete_field = field_index(DELETE_SIGN);
-    let delete_derived = derived.iter().position(|(d, _)| d.eq_ignore_ascii_case(DELETE_SIGN));
 
-    let needs_exprs = !derived.is_empty() || opts.where_expr.is_some() || opts.delete_expr.is_some();
-    let partial_mask: Option<Vec<bool>> =
-        opts.partial.then(|| sources.iter().map(|s| !matches!(s, Source::Default)).collect());
-    let mut errors: Vec<String> = Vec::new();
-    let mut filtered = 0u64;
-    let mut unselected = 0u64;
-    let mut ops: Vec<RowOp> = Vec::new();
-    let mut records: Vec<Vec<Option<String>>> = Vec::new();
-    let mut nrec = 0u64;
-    let convert = |ty: &DorisType, text: Option<&str>, nullable: bool, name: &str| -> Result<Value, String> {
+    /// Number of source fields a record must have.
+    pub fn field_count(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether the body can be parsed chunk by chunk (CSV, not compressed).
+    pub fn streams_csv(&self) -> bool {
+        matches!(self.opts.format, Format::Csv(_)) && !self.opts.gzip
+    }
+
+    fn convert(&self, ty: &DorisType, text: Option<&str>, nullable: bool, name: &str) -> Result<Value, String> {
         match text {
             None => {
                 if nullable {
@@ -839,7 +885,7 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
                 // Over-long strings are always filtered; failed conversions become NULL
                 // unless strict mode is on.
                 Err(e)
-                    if opts.strict_mode
+                    if self.opts.strict_mode
                         || !nullable
                         || matches!(ty, DorisType::Char(_) | DorisType::Varchar(_) | DorisType::Json) =>
                 {
@@ -848,59 +894,126 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
                 Err(_) => Ok(Value::Null),
             },
         }
-    };
-    let defaults: Vec<Result<Value, String>> = schema.columns.iter().map(|c| c.default_value()).collect();
+    }
 
-    let sum_negate: Vec<bool> =
-        schema.columns.iter().map(|c| opts.negative && c.agg == Some(crate::storage::AggType::Sum)).collect();
-    // The fast path: every target column comes straight from a field.
-    let fast = |rec: &[Option<&str>]| -> Result<RowOp, String> {
-        let mut values = Vec::with_capacity(schema.columns.len());
-        for (ci, c) in schema.columns.iter().enumerate() {
-            let v = match &sources[ci] {
-                Source::Field(i) => convert(&c.ty, rec[*i], c.nullable, &c.name)?,
-                _ => defaults[ci].clone()?,
+    /// The fast path: every target column comes straight from a field.
+    fn fast(&self, rec: &[Option<&str>]) -> Result<RowOp, String> {
+        let mut values = Vec::with_capacity(self.schema.columns.len());
+        for (ci, c) in self.schema.columns.iter().enumerate() {
+            let v = match &self.sources[ci] {
+                Source::Field(i) => self.convert(&c.ty, rec[*i], c.nullable, &c.name)?,
+                _ => self.defaults[ci].clone()?,
             };
-            values.push(if sum_negate[ci] { v.negate() } else { v });
+            values.push(if self.sum_negate[ci] { v.negate() } else { v });
         }
-        let seq = match (&seq_type, seq_field) {
-            (Some(t), Some(i)) => convert(t, rec[i], true, "sequence")?,
+        let seq = match (&self.seq_type, self.seq_field) {
+            (Some(t), Some(i)) => self.convert(t, rec[i], true, "sequence")?,
             _ => Value::Null,
         };
-        let delete = match opts.merge_type {
+        let delete = match self.opts.merge_type {
             MergeType::Delete => true,
-            _ => delete_field
+            _ => self
+                .delete_field
                 .and_then(|i| rec[i])
                 .is_some_and(|s| s.trim() != "0" && !s.trim().eq_ignore_ascii_case("false")),
         };
         Ok(RowOp { values, delete, seq })
-    };
-    let (parse_errors, bad) = if needs_exprs {
-        for_each_record(body, opts, &names, &mut |rec| {
-            nrec += 1;
-            records.push(rec.iter().map(|t| t.map(str::to_string)).collect());
-        })?
-    } else {
-        for_each_record(body, opts, &names, &mut |rec| {
-            nrec += 1;
-            match fast(rec) {
-                Ok(op) => ops.push(op),
-                Err(e) => {
-                    filtered += 1;
-                    errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
-                }
+    }
+
+    /// One well-formed source record.
+    pub fn record(&mut self, rec: &[Option<&str>]) {
+        self.total += 1;
+        if self.needs_exprs {
+            self.records.push(rec.iter().map(|t| t.map(str::to_string)).collect());
+            return;
+        }
+        match self.fast(rec) {
+            Ok(op) => self.ops.push(op),
+            Err(e) => {
+                self.filtered += 1;
+                self.errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
             }
-        })?
-    };
-    let total = nrec + bad;
-    filtered += bad;
-    errors.splice(0..0, parse_errors);
-    if needs_exprs {
+        }
+    }
+
+    /// A record that could not be parsed (filtered with `reason`).
+    pub fn bad_record(&mut self, reason: String) {
+        self.total += 1;
+        self.filtered += 1;
+        self.errors.push(reason);
+    }
+
+    /// A CSV splitter result.
+    pub fn csv(&mut self, r: CsvRecord) {
+        match r {
+            Ok(rec) => self.record(rec),
+            Err(e) => self.bad_record(e),
+        }
+    }
+
+    /// Parses a whole (decompressed) body.
+    pub fn feed_body(&mut self, body: &[u8]) -> Result<(), LoadError> {
+        let opts = self.opts;
+        let names = self.names.clone();
+        let mut good: Vec<Vec<Option<String>>> = Vec::new();
+        let streaming_ok = !self.needs_exprs;
+        let (errors, bad) = if streaming_ok {
+            let mut ops = std::mem::take(&mut self.ops);
+            let mut conv_errors = Vec::new();
+            let mut filtered = 0u64;
+            let mut total = 0u64;
+            let res = for_each_record(body, opts, &names, &mut |rec| {
+                total += 1;
+                match self.fast(rec) {
+                    Ok(op) => ops.push(op),
+                    Err(e) => {
+                        filtered += 1;
+                        conv_errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
+                    }
+                }
+            });
+            self.ops = ops;
+            self.total += total;
+            self.filtered += filtered;
+            self.errors.extend(conv_errors);
+            res?
+        } else {
+            for_each_record(body, opts, &names, &mut |rec| {
+                good.push(rec.iter().map(|t| t.map(str::to_string)).collect());
+            })?
+        };
+        self.total += good.len() as u64 + bad;
+        self.records.extend(good);
+        self.filtered += bad;
+        self.errors.extend(errors);
+        Ok(())
+    }
+
+    /// Evaluates expressions (if any) and returns the write and the accounting.
+    pub async fn finish(mut self) -> Result<LoadOutcome, LoadError> {
+        let partial_mask: Option<Vec<bool>> =
+            self.opts.partial.then(|| self.sources.iter().map(|s| !matches!(s, Source::Default)).collect());
+        if self.needs_exprs {
+            self.eval_exprs().await?;
+        }
+        Ok(LoadOutcome {
+            write: TableWrite::Rows { ops: self.ops, partial: partial_mask },
+            total: self.total,
+            filtered: self.filtered,
+            unselected: self.unselected,
+            errors: self.errors,
+        })
+    }
+
+    async fn eval_exprs(&mut self) -> Result<(), LoadError> {
+        let schema = self.schema;
+        let names = &self.names;
+        let records = std::mem::take(&mut self.records);
         // Type the source fields that name table columns, keep the rest as text, and let
         // DataFusion evaluate the `columns` expressions, `where` and `delete`.
         let mut field_types: Vec<Option<DorisType>> =
             names.iter().map(|n| schema.column_index(n).map(|i| schema.columns[i].ty.clone())).collect();
-        if let (Some(t), Some(i)) = (&seq_type, seq_field) {
+        if let (Some(t), Some(i)) = (&self.seq_type, self.seq_field) {
             field_types[i] = Some(t.clone());
         }
         // Temporary fields: numbers when every value is numeric, so `tmp * 2` works.
@@ -908,11 +1021,10 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
             if ft.is_some() {
                 continue;
             }
-            let texts = records.iter().filter_map(|r| r[fi].as_deref());
             let mut any = false;
             let mut all_int = true;
             let mut all_num = true;
-            for t in texts {
+            for t in records.iter().filter_map(|r| r[fi].as_deref()) {
                 any = true;
                 let t = t.trim();
                 if t.parse::<i64>().is_err() {
@@ -937,15 +1049,15 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
                 let v = match &field_types[fi] {
                     Some(t) => {
                         let nullable = schema.column_index(n).map(|i| schema.columns[i].nullable).unwrap_or(true);
-                        convert(t, text, nullable, n)
+                        self.convert(t, text, nullable, n)
                     }
                     None => Ok(text.map(|s| Value::Str(s.into())).unwrap_or(Value::Null)),
                 };
                 match v {
                     Ok(v) => vals.push(v),
                     Err(e) => {
-                        filtered += 1;
-                        errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
+                        self.filtered += 1;
+                        self.errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
                         continue 'rec2;
                     }
                 }
@@ -970,55 +1082,62 @@ pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) 
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .map_err(|e| LoadError(format!("[INTERNAL_ERROR]{e}")))?;
+        let derived = &self.derived;
         let mut select: Vec<String> =
             derived.iter().enumerate().map(|(i, (_, e))| format!("({e}) AS __e{i}")).collect();
-        select.push(format!("({}) AS __where", opts.where_expr.as_deref().unwrap_or("true")));
-        select.push(format!("({}) AS __delete", opts.delete_expr.as_deref().unwrap_or("false")));
+        select.push(format!("({}) AS __where", self.opts.where_expr.as_deref().unwrap_or("true")));
+        select.push(format!("({}) AS __delete", self.opts.delete_expr.as_deref().unwrap_or("false")));
         let result = eval_select(batch, &select.join(", ")).await?;
-        let expr_rows = result.len();
-        if expr_rows != kept.len() {
+        if result.len() != kept.len() {
             return Err(LoadError("[INTERNAL_ERROR]expression evaluation changed the row count".into()));
         }
         'rec3: for (ri, (orig, vals)) in kept.iter().enumerate() {
             let rec = &records[*orig];
             let where_ok = result[ri][derived.len()].as_deref() == Some("true");
             if !where_ok {
-                unselected += 1;
+                self.unselected += 1;
                 continue;
             }
             let mut values = Vec::with_capacity(schema.columns.len());
             for (ci, c) in schema.columns.iter().enumerate() {
-                let v = match &sources[ci] {
+                let v = match &self.sources[ci] {
                     Source::Field(i) => Ok(vals[*i].clone()),
-                    Source::Expr(i) => convert(&c.ty, result[ri][*i].as_deref(), c.nullable, &c.name),
-                    Source::Default => defaults[ci].clone(),
+                    Source::Expr(i) => self.convert(&c.ty, result[ri][*i].as_deref(), c.nullable, &c.name),
+                    Source::Default => self.defaults[ci].clone(),
                 };
                 match v {
                     Ok(v) => values.push(v),
                     Err(e) => {
-                        filtered += 1;
-                        errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
+                        self.filtered += 1;
+                        self.errors.push(format!("Reason: {e}. src line [{}]; ", render_record(rec)));
                         continue 'rec3;
                     }
                 }
             }
-            let seq = match (&seq_type, seq_field) {
+            let seq = match (&self.seq_type, self.seq_field) {
                 (Some(_), Some(i)) => vals[i].clone(),
                 _ => Value::Null,
             };
-            let delete = match opts.merge_type {
+            let delete = match self.opts.merge_type {
                 MergeType::Delete => true,
                 MergeType::Merge => result[ri][derived.len() + 1].as_deref() == Some("true"),
-                MergeType::Append => match (delete_derived, delete_field) {
+                MergeType::Append => match (self.delete_derived, self.delete_field) {
                     (Some(d), _) => result[ri][d].as_deref().is_some_and(|s| s != "0" && s != "false"),
                     (None, Some(f)) => rec[f].as_deref().is_some_and(|s| s.trim() != "0"),
                     _ => false,
                 },
             };
-            ops.push(RowOp { values, delete, seq });
+            self.ops.push(RowOp { values, delete, seq });
         }
+        Ok(())
     }
-    Ok(LoadOutcome { write: TableWrite::Rows { ops, partial: partial_mask }, total, filtered, unselected, errors })
+}
+
+/// Converts a whole load body into a table write with Doris' row accounting.
+pub async fn build_write(schema: &TableSchema, opts: &LoadOptions, body: &[u8]) -> Result<LoadOutcome, LoadError> {
+    let mut b = LoadBuilder::new(schema, opts)?;
+    b.feed_body(body)?;
+    b.finish().await
 }
 
 fn render_record<S: AsRef<str>>(rec: &[Option<S>]) -> String {
@@ -1084,6 +1203,28 @@ mod tests {
         split_fields(b"1,\"a,b\",3", b",", Some(b'"'), None, &mut f);
         assert_eq!(f.len(), 3);
         assert_eq!(f[1], b"\"a,b\"");
+    }
+
+    #[test]
+    fn splitter_handles_lines_and_delimiters_across_chunks() {
+        let mut h = HashMap::new();
+        h.insert("column_separator".to_string(), ",".to_string());
+        h.insert("line_delimiter".to_string(), "||".to_string());
+        let opts = options_from_map(&h).unwrap();
+        let body = b"1,a||22,bb||333,ccc||4,d";
+        for cut in 1..body.len() {
+            for cut2 in cut..body.len() {
+                let mut sp = CsvSplitter::new(&opts);
+                let mut got: Vec<String> = Vec::new();
+                let mut sink =
+                    |r: CsvRecord| got.push(r.unwrap().iter().map(|f| f.unwrap_or("")).collect::<Vec<_>>().join("/"));
+                sp.feed(&body[..cut], &opts, 2, &mut sink);
+                sp.feed(&body[cut..cut2], &opts, 2, &mut sink);
+                sp.feed(&body[cut2..], &opts, 2, &mut sink);
+                sp.finish(&opts, 2, &mut sink);
+                assert_eq!(got, vec!["1/a", "22/bb", "333/ccc", "4/d"], "cuts {cut} {cut2}");
+            }
+        }
     }
 
     #[test]
