@@ -1078,7 +1078,7 @@ impl<'s> LoadBuilder<'s> {
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(names.len());
         for (i, _) in names.iter().enumerate() {
             let ty = field_types[i].clone().unwrap_or(DorisType::String);
-            arrays.push(crate::storage::build_array(&ty, kept.iter().map(|(_, v)| v[i].clone())).map_err(LoadError)?);
+            arrays.push(crate::storage::build_array(&ty, kept.iter().map(|(_, v)| &v[i])).map_err(LoadError)?);
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .map_err(|e| LoadError(format!("[INTERNAL_ERROR]{e}")))?;

@@ -685,10 +685,12 @@ impl Table {
         let ncols = self.schema.columns.len();
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(types.len() + 1);
         for (ci, ty) in types.iter().enumerate() {
-            let cell = |r: &StoredRow| -> Value {
-                if ci < ncols { r.values[ci].clone() } else { hidden_value(hidden[ci - ncols].0, r) }
-            };
-            arrays.push(build_array(ty, rows.iter().map(|(_, r)| cell(r)))?);
+            if ci < ncols {
+                arrays.push(build_array(ty, rows.iter().map(|(_, r)| &r.values[ci]))?);
+            } else {
+                let hv: Vec<Value> = rows.iter().map(|(_, r)| hidden_value(hidden[ci - ncols].0, r)).collect();
+                arrays.push(build_array(ty, hv.iter())?);
+            }
         }
         if with_rowid {
             let mut b = UInt64Builder::with_capacity(rows.len());
@@ -706,14 +708,15 @@ impl Table {
 }
 
 /// Builds one Arrow array of `ty` from values.
-pub fn build_array(ty: &DorisType, values: impl Iterator<Item = Value>) -> Result<ArrayRef, String> {
+pub fn build_array<'a>(ty: &DorisType, values: impl ExactSizeIterator<Item = &'a Value>) -> Result<ArrayRef, String> {
+    let n = values.len();
     macro_rules! ints {
         ($b:ty, $t:ty) => {{
-            let mut b = <$b>::new();
+            let mut b = <$b>::with_capacity(n);
             for v in values {
                 match v {
-                    Value::Int(i) => b.append_value(i as $t),
-                    Value::Bool(x) => b.append_value(x as $t),
+                    Value::Int(i) => b.append_value(*i as $t),
+                    Value::Bool(x) => b.append_value(*x as $t),
                     _ => b.append_null(),
                 }
             }
@@ -722,11 +725,11 @@ pub fn build_array(ty: &DorisType, values: impl Iterator<Item = Value>) -> Resul
     }
     Ok(match ty.arrow_type() {
         DataType::Boolean => {
-            let mut b = BooleanBuilder::new();
+            let mut b = BooleanBuilder::with_capacity(n);
             for v in values {
                 match v {
-                    Value::Bool(x) => b.append_value(x),
-                    Value::Int(i) => b.append_value(i != 0),
+                    Value::Bool(x) => b.append_value(*x),
+                    Value::Int(i) => b.append_value(*i != 0),
                     _ => b.append_null(),
                 }
             }
@@ -736,65 +739,67 @@ pub fn build_array(ty: &DorisType, values: impl Iterator<Item = Value>) -> Resul
         DataType::Int16 => ints!(Int16Builder, i16),
         DataType::Int32 => ints!(Int32Builder, i32),
         DataType::Int64 => ints!(Int64Builder, i64),
-        DataType::Float32 | DataType::Float64 => {
-            let f32_ = matches!(ty.arrow_type(), DataType::Float32);
-            if f32_ {
-                let mut b = Float32Builder::new();
-                for v in values {
-                    match v {
-                        Value::Float(f) => b.append_value(f as f32),
-                        _ => b.append_null(),
-                    }
-                }
-                Arc::new(b.finish())
-            } else {
-                let mut b = Float64Builder::new();
-                for v in values {
-                    match v {
-                        Value::Float(f) => b.append_value(f),
-                        _ => b.append_null(),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-        }
-        DataType::Decimal128(p, s) => {
-            let mut b = Decimal128Builder::new();
+        DataType::Float32 => {
+            let mut b = Float32Builder::with_capacity(n);
             for v in values {
                 match v {
-                    Value::Decimal(d) | Value::Large(d) => b.append_value(d),
-                    Value::Int(i) => b.append_value(i as i128),
+                    Value::Float(f) => b.append_value(*f as f32),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Float64 => {
+            let mut b = Float64Builder::with_capacity(n);
+            for v in values {
+                match v {
+                    Value::Float(f) => b.append_value(*f),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Decimal128(p, s) => {
+            let mut b = Decimal128Builder::with_capacity(n);
+            for v in values {
+                match v {
+                    Value::Decimal(d) | Value::Large(d) => b.append_value(*d),
+                    Value::Int(i) => b.append_value(*i as i128),
                     _ => b.append_null(),
                 }
             }
             Arc::new(b.finish().with_precision_and_scale(p, s).map_err(|e| e.to_string())?)
         }
         DataType::Date32 => {
-            let mut b = Date32Builder::new();
+            let mut b = Date32Builder::with_capacity(n);
             for v in values {
                 match v {
-                    Value::Date(d) => b.append_value(d),
+                    Value::Date(d) => b.append_value(*d),
                     _ => b.append_null(),
                 }
             }
             Arc::new(b.finish())
         }
         DataType::Timestamp(_, _) => {
-            let mut b = TimestampMicrosecondBuilder::new();
+            let mut b = TimestampMicrosecondBuilder::with_capacity(n);
             for v in values {
                 match v {
-                    Value::DateTime(d) => b.append_value(d),
+                    Value::DateTime(d) => b.append_value(*d),
                     _ => b.append_null(),
                 }
             }
             Arc::new(b.finish())
         }
         _ => {
-            let mut b = StringBuilder::new();
+            let mut b = StringBuilder::with_capacity(n, n * 16);
             for v in values {
-                match ty.render(&v) {
-                    Some(s) => b.append_value(s),
-                    None => b.append_null(),
+                match v {
+                    Value::Str(s) => b.append_value(s),
+                    Value::Null => b.append_null(),
+                    other => match ty.render(other) {
+                        Some(s) => b.append_value(s),
+                        None => b.append_null(),
+                    },
                 }
             }
             Arc::new(b.finish())
