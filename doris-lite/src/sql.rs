@@ -15,7 +15,9 @@ use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility, create_udf,
+};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::tokenizer::Token;
 use datafusion::variable::{VarProvider, VarType};
@@ -603,23 +605,109 @@ impl SchemaProvider for InfoSchema {
     }
 }
 
-/// Registers the scalar functions Doris users expect that DataFusion lacks.
+/// Doris' `if(cond, a, b)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DorisIf {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for DorisIf {
+    fn name(&self) -> &str {
+        "if"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, t: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(if t[1] == DataType::Null { t[2].clone() } else { t[1].clone() })
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> datafusion::error::Result<ColumnarValue> {
+        let ret = args.return_field.data_type().clone();
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let cond = arrow::compute::cast(&arrays[0], &DataType::Boolean)?;
+        let a = arrow::compute::cast(&arrays[1], &ret)?;
+        let b = arrow::compute::cast(&arrays[2], &ret)?;
+        Ok(ColumnarValue::Array(arrow::compute::kernels::zip::zip(cond.as_boolean(), &a, &b)?))
+    }
+}
+
+/// Doris' `from_unixtime(seconds[, format])` returning text (UTC).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DorisFromUnixtime {
+    signature: Signature,
+}
+
+/// Formats microseconds since the epoch with a MySQL `DATE_FORMAT` pattern.
+pub fn mysql_date_format(us: i64, fmt: &str) -> String {
+    let full = format_datetime(us, 6);
+    let (date, time) = full.split_at(10);
+    let time = &time[1..];
+    let mut out = String::new();
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&date[0..4]),
+            Some('y') => out.push_str(&date[2..4]),
+            Some('m') | Some('c') => out.push_str(&date[5..7]),
+            Some('d') | Some('e') => out.push_str(&date[8..10]),
+            Some('H') | Some('k') => out.push_str(&time[0..2]),
+            Some('i') => out.push_str(&time[3..5]),
+            Some('s') | Some('S') => out.push_str(&time[6..8]),
+            Some('f') => out.push_str(&time[9..15]),
+            Some('T') => out.push_str(&time[0..8]),
+            Some(other) => out.push(other),
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+impl ScalarUDFImpl for DorisFromUnixtime {
+    fn name(&self) -> &str {
+        "from_unixtime"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _t: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> datafusion::error::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let secs = arrow::compute::cast(&arrays[0], &DataType::Float64)?;
+        let secs = secs.as_primitive::<arrow::datatypes::Float64Type>();
+        let fmts = match arrays.get(1) {
+            Some(f) => Some(arrow::compute::cast(f, &DataType::Utf8)?),
+            None => None,
+        };
+        let out: arrow::array::StringArray = (0..secs.len())
+            .map(|i| {
+                if secs.is_null(i) {
+                    return None;
+                }
+                let us = (secs.value(i) * 1_000_000.0) as i64;
+                let fmt = match &fmts {
+                    Some(f) if f.is_null(i) => return None,
+                    Some(f) => f.as_string::<i32>().value(i).to_string(),
+                    None => "%Y-%m-%d %H:%i:%s".to_string(),
+                };
+                Some(mysql_date_format(us, &fmt))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// Registers the scalar functions Doris users expect that DataFusion lacks or spells differently.
 pub fn register_doris_functions(ctx: &SessionContext) {
-    let f = create_udf(
-        "if",
-        vec![DataType::Boolean, DataType::Utf8, DataType::Utf8],
-        DataType::Utf8,
-        Volatility::Immutable,
-        Arc::new(|args: &[ColumnarValue]| {
-            let arrays = ColumnarValue::values_to_arrays(args)?;
-            let cond = arrays[0].as_boolean();
-            let a = arrow::compute::cast(&arrays[1], &DataType::Utf8)?;
-            let b = arrow::compute::cast(&arrays[2], &DataType::Utf8)?;
-            let out = arrow::compute::kernels::zip::zip(cond, &a, &b)?;
-            Ok(ColumnarValue::Array(out))
-        }),
-    );
-    ctx.register_udf(f);
+    ctx.register_udf(ScalarUDF::from(DorisIf { signature: Signature::any(3, Volatility::Immutable) }));
+    ctx.register_udf(ScalarUDF::from(DorisFromUnixtime {
+        signature: Signature::one_of(vec![TypeSignature::Any(1), TypeSignature::Any(2)], Volatility::Immutable),
+    }));
 }
 
 fn register_session_functions(ctx: &SessionContext, session: &Session) {
@@ -1598,6 +1686,8 @@ mod tests {
         assert_eq!(e.code, 1064);
         let e = ex.execute(&mut s, "USE nodb").await.unwrap_err();
         assert_eq!((e.code, e.message.as_str()), (1049, "Unknown database 'nodb'"));
+        let r = rows(run(&ex, &mut s, "SELECT FROM_UNIXTIME(1700000000000 / 1000, '%Y-%m-%d %H:%i:%s'), if(k > 1, 'big', 'small'), if(k > 1, k, 0) FROM d").await);
+        assert_eq!(r[0], vec![Some("2023-11-14 22:13:20".into()), Some("big".into()), Some("2".into())]);
         let r = rows(run(&ex, &mut s, "select @@version_comment limit 1").await);
         assert!(r[0][0].as_deref().unwrap().contains("Doris"));
         let r = rows(run(&ex, &mut s, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = 'd'").await);
