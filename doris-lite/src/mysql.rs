@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
-    IntermediaryOptions, OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter,
+    IntermediaryOptions, OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags,
 };
 use sha1::{Digest, Sha1};
 use tokio::io::AsyncWrite;
@@ -172,7 +172,14 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
                 w.finish().await
             }
             Ok(Outcome::Done { affected, info }) => {
-                results.completed(OkResponse { affected_rows: affected, info, ..Default::default() }).await
+                results
+                    .completed(OkResponse {
+                        affected_rows: affected,
+                        info,
+                        status_flags: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+                        ..Default::default()
+                    })
+                    .await
             }
             Err(e) => write_error(results, &e).await,
         }
