@@ -481,6 +481,42 @@ impl Engine {
         Ok(d.labels.get(label).and_then(|id| st.txns.get(id)).map(|t| t.status.name()).unwrap_or("UNKNOWN"))
     }
 
+    /// The committed rows of a table as one Arrow batch (visible columns; hidden ones too when
+    /// asked), for embedding hosts and the Flight SQL surface of part 2.
+    pub fn snapshot(
+        &self,
+        db: &str,
+        table: &str,
+        with_hidden: bool,
+    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
+        let mut st = self.lock();
+        st.table_mut(db, table)?.snapshot(with_hidden, false).map_err(EngineError::Other)
+    }
+
+    /// Tablet ids of a table, in bucket order.
+    pub fn tablet_ids(&self, db: &str, table: &str) -> Result<Vec<i64>, EngineError> {
+        Ok(self.lock().table(db, table)?.tablets.iter().map(|t| t.id).collect())
+    }
+
+    /// Change records with `from_tso <= tso < to_tso` (changelog tables), in
+    /// (TSO, LSN) order.
+    pub fn changes(
+        &self,
+        db: &str,
+        table: &str,
+        from_tso: i64,
+        to_tso: i64,
+    ) -> Result<Vec<crate::storage::ChangeRecord>, EngineError> {
+        let st = self.lock();
+        let t = st.table(db, table)?;
+        Ok(t.changelog.iter().filter(|r| r.tso >= from_tso && r.tso < to_tso).cloned().collect())
+    }
+
+    /// The latest allocated TSO.
+    pub fn current_tso(&self) -> i64 {
+        self.lock().tso.current()
+    }
+
     /// Keeps a rejected-rows log and returns its file name.
     pub fn store_error_log(&self, text: String) -> String {
         let mut st = self.lock();
@@ -961,6 +997,31 @@ mod tests {
         e.abort(b2.txn_id, "bad data");
         // Aborted labels can be reused.
         e.begin("test", "t", "l2").unwrap();
+    }
+
+    #[test]
+    fn changes_and_tablets_for_part_two() {
+        let e = engine();
+        e.ddl(Some("test"), "CREATE TABLE c (k INT, v INT) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3 PROPERTIES (\"changelog.enable\" = \"true\")").unwrap();
+        let row = |k, v| crate::storage::RowOp {
+            values: vec![Value::Int(k), Value::Int(v)],
+            delete: false,
+            seq: Value::Null,
+        };
+        let b = e.begin("test", "c", "a").unwrap();
+        let t1 = e.commit(b.txn_id, TableWrite::Rows { ops: vec![row(1, 1), row(2, 2)], partial: None }).unwrap();
+        let b = e.begin("test", "c", "b").unwrap();
+        let t2 = e.commit(b.txn_id, TableWrite::Rows { ops: vec![row(1, 5)], partial: None }).unwrap();
+        assert!(t2 > t1);
+        assert_eq!(e.changes("test", "c", t1, t2).unwrap().len(), 2);
+        let later = e.changes("test", "c", t2, i64::MAX).unwrap();
+        assert_eq!(
+            later.iter().map(|r| r.op).collect::<Vec<_>>(),
+            vec![crate::storage::ChangeOp::UpdateBefore, crate::storage::ChangeOp::UpdateAfter]
+        );
+        assert_eq!(e.tablet_ids("test", "c").unwrap().len(), 3);
+        assert_eq!(e.snapshot("test", "c", false).unwrap().num_rows(), 2);
+        assert!(e.current_tso() >= t2);
     }
 
     #[test]
