@@ -144,6 +144,10 @@ pub struct Column {
 impl Column {
     /// The value a row gets when this column is not supplied; `Err` when NOT NULL without default.
     pub fn default_value(&self) -> Result<Value, String> {
+        if self.auto_increment {
+            // Filled with the next id when the write is applied.
+            return Ok(Value::Null);
+        }
         match &self.default {
             Some(DefaultValue::Literal(s)) => self.ty.parse_text(s),
             Some(DefaultValue::CurrentTimestamp(_)) => {
@@ -520,7 +524,30 @@ impl Table {
                     });
                 }
             }
-            TableWrite::Rows { ops, partial } => {
+            TableWrite::Rows { mut ops, partial } => {
+                // AUTO_INCREMENT columns left NULL get the next id (deterministic, so a
+                // replayed log assigns the same ids).
+                let auto_cols: Vec<usize> =
+                    self.schema.columns.iter().enumerate().filter(|(_, c)| c.auto_increment).map(|(i, _)| i).collect();
+                for &ci in &auto_cols {
+                    let mut next = self
+                        .tablets
+                        .iter()
+                        .flat_map(|t| t.rows.iter().chain(t.keyed.values()))
+                        .filter_map(|r| match r.values.get(ci) {
+                            Some(Value::Int(i)) => Some(*i),
+                            _ => None,
+                        })
+                        .max()
+                        .unwrap_or(0)
+                        + 1;
+                    for op in ops.iter_mut() {
+                        if op.values[ci].is_null() && !op.delete {
+                            op.values[ci] = Value::Int(next);
+                            next += 1;
+                        }
+                    }
+                }
                 let dist = self.schema.distribution_indexes();
                 let key_count = self.schema.key_count;
                 let keys_type = self.schema.keys_type;

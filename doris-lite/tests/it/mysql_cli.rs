@@ -54,6 +54,16 @@ fn quick_start_with_the_mysql_cli() {
 }
 
 #[test]
+fn auto_increment_fills_missing_ids() {
+    let s = Server::start();
+    s.sql("CREATE DATABASE d");
+    s.sql("CREATE TABLE d.t (id BIGINT NOT NULL AUTO_INCREMENT, v VARCHAR(8)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    s.sql("INSERT INTO d.t (v) VALUES ('a'), ('b')");
+    s.sql("INSERT INTO d.t (v) VALUES ('c')");
+    assert_eq!(s.sql("SELECT id, v FROM d.t ORDER BY id"), vec![vec!["1", "a"], vec!["2", "b"], vec!["3", "c"]]);
+}
+
+#[test]
 fn insert_ok_info_string() {
     let s = Server::start();
     s.sql("CREATE DATABASE d");
