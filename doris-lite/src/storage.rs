@@ -790,7 +790,7 @@ pub fn build_array<'a>(ty: &DorisType, values: impl ExactSizeIterator<Item = &'a
             let mut b = Decimal128Builder::with_capacity(n);
             for v in values {
                 match v {
-                    Value::Decimal(d) | Value::Large(d) => b.append_value(*d),
+                    Value::Decimal(d) | Value::Large(d) => b.append_value(d.get()),
                     Value::Int(i) => b.append_value(*i as i128),
                     _ => b.append_null(),
                 }

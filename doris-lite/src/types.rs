@@ -260,10 +260,10 @@ impl DorisType {
                 }
                 Ok(Value::Int(v))
             }
-            DorisType::LargeInt => s.trim().parse::<i128>().map(Value::Large).map_err(|_| bad()),
+            DorisType::LargeInt => s.trim().parse::<i128>().map(|v| Value::Large(v.into())).map_err(|_| bad()),
             DorisType::Float | DorisType::Double => s.trim().parse::<f64>().map(Value::Float).map_err(|_| bad()),
             DorisType::Decimal { precision, scale, .. } => {
-                parse_decimal(s.trim(), *precision, *scale).map(Value::Decimal).ok_or_else(bad)
+                parse_decimal(s.trim(), *precision, *scale).map(|v| Value::Decimal(v.into())).ok_or_else(bad)
             }
             DorisType::Date => parse_date(s.trim()).map(Value::Date).ok_or_else(bad),
             DorisType::DateTime(p) => parse_datetime(s.trim(), *p).map(Value::DateTime).ok_or_else(bad),
@@ -291,14 +291,14 @@ impl DorisType {
             Value::Null => return None,
             Value::Bool(b) => if *b { "1" } else { "0" }.to_string(),
             Value::Int(i) => i.to_string(),
-            Value::Large(i) => i.to_string(),
+            Value::Large(i) => i.get().to_string(),
             Value::Float(f) => format_float(*f),
             Value::Decimal(d) => {
                 let scale = match self {
                     DorisType::Decimal { scale, .. } => *scale,
                     _ => 0,
                 };
-                format_decimal(*d, scale)
+                format_decimal(d.get(), scale)
             }
             Value::Date(d) => format_date(*d),
             Value::DateTime(us) => {
@@ -313,6 +313,33 @@ impl DorisType {
     }
 }
 
+/// An `i128` stored with 8-byte alignment, so that a [`Value`] is 24 bytes, not 32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "i128", into = "i128")]
+pub struct I128 {
+    lo: u64,
+    hi: i64,
+}
+
+impl I128 {
+    /// The value.
+    pub fn get(self) -> i128 {
+        ((self.hi as i128) << 64) | self.lo as i128
+    }
+}
+
+impl From<i128> for I128 {
+    fn from(v: i128) -> Self {
+        I128 { lo: v as u64, hi: (v >> 64) as i64 }
+    }
+}
+
+impl From<I128> for i128 {
+    fn from(v: I128) -> Self {
+        v.get()
+    }
+}
+
 /// One stored cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Value {
@@ -323,11 +350,11 @@ pub enum Value {
     /// Any integer type up to BIGINT.
     Int(i64),
     /// LARGEINT.
-    Large(i128),
+    Large(I128),
     /// FLOAT / DOUBLE.
     Float(f64),
     /// DECIMAL, unscaled.
-    Decimal(i128),
+    Decimal(I128),
     /// DATE, days since 1970-01-01.
     Date(i32),
     /// DATETIME, microseconds since 1970-01-01 00:00:00.
@@ -369,7 +396,7 @@ impl Value {
             Value::Null => {}
             Value::Bool(b) => feed(&[*b as u8]),
             Value::Int(i) => feed(&i.to_le_bytes()),
-            Value::Large(i) | Value::Decimal(i) => feed(&i.to_le_bytes()),
+            Value::Large(i) | Value::Decimal(i) => feed(&i.get().to_le_bytes()),
             Value::Float(f) => feed(&f.to_bits().to_le_bytes()),
             Value::Date(d) => feed(&d.to_le_bytes()),
             Value::DateTime(d) => feed(&d.to_le_bytes()),
@@ -382,8 +409,8 @@ impl Value {
         Some(match (self, other) {
             (Value::Null, x) | (x, Value::Null) => x.clone(),
             (Value::Int(a), Value::Int(b)) => Value::Int(a.wrapping_add(*b)),
-            (Value::Large(a), Value::Large(b)) => Value::Large(a.wrapping_add(*b)),
-            (Value::Decimal(a), Value::Decimal(b)) => Value::Decimal(a.wrapping_add(*b)),
+            (Value::Large(a), Value::Large(b)) => Value::Large(a.get().wrapping_add(b.get()).into()),
+            (Value::Decimal(a), Value::Decimal(b)) => Value::Decimal(a.get().wrapping_add(b.get()).into()),
             (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
             _ => return None,
         })
@@ -393,8 +420,8 @@ impl Value {
     pub fn negate(&self) -> Value {
         match self {
             Value::Int(a) => Value::Int(-a),
-            Value::Large(a) => Value::Large(-a),
-            Value::Decimal(a) => Value::Decimal(-a),
+            Value::Large(a) => Value::Large((-a.get()).into()),
+            Value::Decimal(a) => Value::Decimal((-a.get()).into()),
             Value::Float(a) => Value::Float(-a),
             other => other.clone(),
         }
@@ -417,7 +444,7 @@ impl Ord for Value {
         match (self, other) {
             (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
             (Value::Int(a), Value::Int(b)) => a.cmp(b),
-            (Value::Large(a), Value::Large(b)) | (Value::Decimal(a), Value::Decimal(b)) => a.cmp(b),
+            (Value::Large(a), Value::Large(b)) | (Value::Decimal(a), Value::Decimal(b)) => a.get().cmp(&b.get()),
             (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
             (Value::Date(a), Value::Date(b)) => a.cmp(b),
             (Value::DateTime(a), Value::DateTime(b)) => a.cmp(b),
@@ -621,6 +648,14 @@ mod tests {
         let us = parse_datetime("2024-01-02 03:04:05.123456", 3).unwrap();
         assert_eq!(format_datetime(us, 3), "2024-01-02 03:04:05.123");
         assert_eq!(format_datetime(parse_datetime("2024-01-02", 0).unwrap(), 0), "2024-01-02 00:00:00");
+    }
+
+    #[test]
+    fn value_is_compact() {
+        assert_eq!(std::mem::size_of::<Value>(), 24);
+        let v = Value::Decimal((-123456789012345678901234567i128).into());
+        let json = serde_json::to_string(&v).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&json).unwrap(), v);
     }
 
     #[test]
