@@ -2,6 +2,7 @@
 # Stream Load throughput of doris-lite (release build), driven by `curl -T` as the Doris docs do.
 #
 #   doris-lite/benches/stream_load.sh [ROWS]        # default 2,000,000 rows ≈ 100 MB of CSV
+#   DORIS_LITE_BIN=target/debug/doris-lite doris-lite/benches/stream_load.sh 100000   # skip the build
 #
 # Prints MB/s and rows/s for a DUPLICATE and a UNIQUE table, the baseline of the same upload
 # into a discarding HTTP sink (curl + loopback cost alone), and the resident memory of a fresh
@@ -20,9 +21,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "building doris-lite (release)…" >&2
-cargo build --release -q -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
-BIN="$CARGO_TARGET_DIR/release/doris-lite"
+if [ -n "${DORIS_LITE_BIN:-}" ]; then
+  BIN="$DORIS_LITE_BIN" # e.g. a debug build, to try the script quickly
+else
+  echo "building doris-lite (release)…" >&2
+  cargo build --release -q -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
+  BIN="$CARGO_TARGET_DIR/release/doris-lite"
+fi
 
 start_server() {
   local out="$WORK/server.$1.out"
@@ -73,7 +78,10 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_PUT(self):
         n = int(self.headers.get("Content-Length", 0))
         while n > 0:
-            n -= len(self.rfile.read(min(n, 1 << 20)))
+            got = self.rfile.read1(min(n, 1 << 20)) if hasattr(self.rfile, "read1") else self.rfile.read(min(n, 1 << 20))
+            if not got:
+                break
+            n -= len(got)
         self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
     def log_message(self, *a): pass
 s = http.server.HTTPServer(("127.0.0.1", 0), H)
@@ -82,7 +90,7 @@ s.serve_forever()
 PY
 PIDS+=("$!")
 for _ in $(seq 1 50); do [ -s "$WORK/sink.port" ] && break; sleep 0.1; done
-t0=$(now); curl -sS -o /dev/null -T "$CSV" "http://127.0.0.1:$(cat "$WORK/sink.port")/"; t1=$(now)
+t0=$(now); curl -sS -o /dev/null -H "Expect:" -T "$CSV" "http://127.0.0.1:$(cat "$WORK/sink.port")/"; t1=$(now)
 BASE=$(calc "$t1 - $t0")
 
 start_server main
