@@ -384,8 +384,16 @@ impl Engine {
         };
         let tso = st.tso.allocate();
         let commit_ms = Tso::now_ms();
-        // Validate the table still exists before logging.
-        st.table(&db, &table)?;
+        // The table must still exist with the shape the rows were parsed against (an ALTER may
+        // have run during the load).
+        let ncols = st.table(&db, &table)?.schema.columns.len();
+        if let TableWrite::Rows { ops, partial } = &write
+            && (ops.iter().any(|o| o.values.len() != ncols) || partial.as_ref().is_some_and(|p| p.len() != ncols))
+        {
+            return Err(EngineError::Other(format!(
+                "the schema of table [{table}] changed during the load, please retry"
+            )));
+        }
         let rec = LogRecord::Commit { db: db.clone(), table: table.clone(), txn_id, label, tso, commit_ms, write };
         self.log(&rec)?;
         let LogRecord::Commit { write, .. } = rec else { unreachable!("constructed above") };
