@@ -441,7 +441,13 @@ impl Engine {
         match t.status {
             TxnStatus::Precommitted => {
                 let write = t.write.take().unwrap_or(TableWrite::Rows { ops: Vec::new(), partial: None });
-                self.commit_locked(&mut st, txn_id, write).map(|_| ())
+                let res = self.commit_locked(&mut st, txn_id, write).map(|_| ());
+                if let (Err(e), Some(t)) = (&res, st.txns.get_mut(&txn_id)) {
+                    t.status = TxnStatus::Aborted;
+                    t.reason = e.to_string();
+                    t.since = Instant::now();
+                }
+                res
             }
             TxnStatus::Visible => {
                 Err(EngineError::Other(format!("transaction [{txn_id}] is already visible, not pre-committed.")))
