@@ -577,47 +577,64 @@ impl Table {
                         KeysType::Unique => {
                             let RowOp { mut values, delete, seq: op_seq } = op;
                             let key: Vec<Value> = values[..key_count].to_vec();
-                            let existing = tablet.keyed.get(&key);
-                            let live_old = existing.filter(|r| !r.deleted);
-                            // Partial update: unsupplied columns (the sequence column too)
-                            // keep their stored values.
-                            if let (Some(mask), Some(old)) = (&partial, live_old) {
-                                for (i, supplied) in mask.iter().enumerate() {
-                                    if !supplied {
-                                        values[i] = old.values[i].clone();
+                            match tablet.keyed.entry(key) {
+                                std::collections::btree_map::Entry::Vacant(slot) => {
+                                    let seq = match seq_col {
+                                        Some(i) if op_seq.is_null() => values[i].clone(),
+                                        _ => op_seq,
+                                    };
+                                    if delete {
+                                        if has_seq {
+                                            slot.insert(StoredRow { values, seq, version, tso, deleted: true });
+                                        }
+                                        continue;
                                     }
+                                    record(ChangeOp::Append, &values, None);
+                                    slot.insert(StoredRow { values, seq, version, tso, deleted: false });
                                 }
-                            }
-                            let seq = match seq_col {
-                                Some(i) if op_seq.is_null() => values[i].clone(),
-                                _ => op_seq,
-                            };
-                            if has_seq && existing.is_some_and(|old| seq < old.seq) {
-                                continue;
-                            }
-                            let had_live = live_old.is_some();
-                            let before = if changelog { live_old.map(|o| o.values.clone()) } else { None };
-                            if delete {
-                                if let Some(old) = &before {
-                                    record(ChangeOp::Delete, old, None);
-                                }
-                                if has_seq {
-                                    tablet.keyed.insert(key, StoredRow { values, seq, version, tso, deleted: true });
-                                } else {
-                                    tablet.keyed.remove(&key);
-                                }
-                                continue;
-                            }
-                            if changelog {
-                                match &before {
-                                    Some(old) if had_live => {
-                                        record(ChangeOp::UpdateBefore, old, None);
-                                        record(ChangeOp::UpdateAfter, &values, Some(old));
+                                std::collections::btree_map::Entry::Occupied(mut slot) => {
+                                    let old = slot.get();
+                                    let live = !old.deleted;
+                                    // Partial update: unsupplied columns (the sequence column too)
+                                    // keep their stored values.
+                                    if let (Some(mask), true) = (&partial, live) {
+                                        for (i, supplied) in mask.iter().enumerate() {
+                                            if !supplied {
+                                                values[i] = old.values[i].clone();
+                                            }
+                                        }
                                     }
-                                    _ => record(ChangeOp::Append, &values, None),
+                                    let seq = match seq_col {
+                                        Some(i) if op_seq.is_null() => values[i].clone(),
+                                        _ => op_seq,
+                                    };
+                                    if has_seq && seq < old.seq {
+                                        continue;
+                                    }
+                                    let before = if changelog && live { Some(old.values.clone()) } else { None };
+                                    if delete {
+                                        if let Some(b) = &before {
+                                            record(ChangeOp::Delete, b, None);
+                                        }
+                                        if has_seq {
+                                            *slot.get_mut() = StoredRow { values, seq, version, tso, deleted: true };
+                                        } else {
+                                            slot.remove();
+                                        }
+                                        continue;
+                                    }
+                                    if changelog {
+                                        match &before {
+                                            Some(b) => {
+                                                record(ChangeOp::UpdateBefore, b, None);
+                                                record(ChangeOp::UpdateAfter, &values, Some(b));
+                                            }
+                                            None => record(ChangeOp::Append, &values, None),
+                                        }
+                                    }
+                                    *slot.get_mut() = StoredRow { values, seq, version, tso, deleted: false };
                                 }
                             }
-                            tablet.keyed.insert(key, StoredRow { values, seq, version, tso, deleted: false });
                         }
                         KeysType::Aggregate => {
                             let key: Vec<Value> = op.values[..key_count].to_vec();
