@@ -533,3 +533,16 @@ fn oversized_bodies_are_refused() {
     assert_eq!(s.stream_load("test", "t", &["column_separator:,"], &s.file("ok.csv", b"1,1\n"))["Status"], "Success");
     assert_eq!(s.sql("SELECT count(*) FROM test.t"), vec![vec!["1"]]);
 }
+
+#[test]
+fn csv_with_names_enclose_and_trim() {
+    let s = Server::start();
+    setup(&s, "CREATE TABLE test.t (k INT, v VARCHAR(20)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1");
+    let f = s.file("h.csv", b"k,v\r\n1,\"a,b\"\r\n2,\\N\r\n");
+    let r = s.stream_load("test", "t", &["format:csv_with_names", "column_separator:,", "enclose:\""], &f);
+    assert_eq!(r["NumberLoadedRows"], 2, "{r}");
+    let f = s.file("q.csv", b"3,\"x\"\n");
+    let r = s.stream_load("test", "t", &["column_separator:,", "trim_double_quotes:true"], &f);
+    assert_eq!(r["NumberLoadedRows"], 1, "{r}");
+    assert_eq!(s.sql("SELECT k, v FROM test.t ORDER BY k"), vec![vec!["1", "a,b"], vec!["2", "NULL"], vec!["3", "x"]]);
+}
