@@ -1238,6 +1238,66 @@ impl Executor {
                 rows,
             )));
         }
+        if p.eat_kws(&["ALTER", "TABLE"]) {
+            // Schema changes are synchronous here: no job is ever pending.
+            return Ok(Outcome::Rows(ResultSet::strings(
+                &[
+                    "JobId",
+                    "TableName",
+                    "CreateTime",
+                    "FinishTime",
+                    "IndexName",
+                    "IndexId",
+                    "OriginIndexId",
+                    "SchemaVersion",
+                    "TransactionId",
+                    "State",
+                    "Msg",
+                    "Progress",
+                    "Timeout",
+                ],
+                Vec::new(),
+            )));
+        }
+        if p.eat_kw("PARTITIONS") {
+            p.expect_kw("FROM")?;
+            let name = p.object_name()?;
+            let db = self.resolve(s, &name)?;
+            let st = self.engine.lock();
+            let t = st.table(&db, &name.name)?;
+            let buckets = t.tablets.len().to_string();
+            let dist = match &t.schema.distribution {
+                crate::storage::Distribution::Hash(cols, _) => cols.join(", "),
+                crate::storage::Distribution::Random(_) => "RANDOM".into(),
+            };
+            let row = vec![
+                Some(t.id.to_string()),
+                Some(t.name.clone()),
+                Some(t.version.to_string()),
+                Some("NORMAL".into()),
+                Some(String::new()),
+                Some(String::new()),
+                Some(dist),
+                Some(buckets),
+                Some("1".into()),
+                Some(t.row_count().to_string()),
+            ];
+            return Ok(Outcome::Rows(ResultSet::strings(
+                &[
+                    "PartitionId",
+                    "PartitionName",
+                    "VisibleVersion",
+                    "State",
+                    "PartitionKey",
+                    "Range",
+                    "DistributionKey",
+                    "Buckets",
+                    "ReplicationNum",
+                    "RowCount",
+                ],
+                vec![row],
+            )));
+        }
         if p.eat_kw("TABLETS") {
             p.expect_kw("FROM")?;
             let name = p.object_name()?;
