@@ -546,3 +546,26 @@ fn csv_with_names_enclose_and_trim() {
     assert_eq!(r["NumberLoadedRows"], 1, "{r}");
     assert_eq!(s.sql("SELECT k, v FROM test.t ORDER BY k"), vec![vec!["1", "a,b"], vec!["2", "NULL"], vec!["3", "x"]]);
 }
+
+#[test]
+fn concurrent_loads_and_queries() {
+    let s = Server::start();
+    setup(&s, "CREATE TABLE test.u (k INT, v INT) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 4");
+    let files: Vec<_> = (0..6)
+        .map(|i| {
+            let body: String = (0..500).map(|k| format!("{},{}\n", i * 1000 + k, i)).collect();
+            s.file(&format!("c{i}.csv"), body.as_bytes())
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for (i, f) in files.iter().enumerate() {
+            let s = &s;
+            scope.spawn(move || {
+                let r = s.stream_load("test", "u", &[&format!("label:c{i}"), "column_separator:,"], f);
+                assert_eq!(r["Status"], "Success", "{r}");
+                s.sql("SELECT count(*) FROM test.u");
+            });
+        }
+    });
+    assert_eq!(s.sql("SELECT count(*), count(DISTINCT v) FROM test.u"), vec![vec!["3000", "6"]]);
+}
