@@ -156,3 +156,19 @@ fn alter_table_and_queries() {
     s.sql("DROP DATABASE d");
     assert_eq!(s.sql("SHOW DATABASES"), vec![vec!["information_schema"]]);
 }
+
+#[test]
+fn insert_partial_update_and_hidden_delete_sign() {
+    let s = Server::start();
+    s.sql("CREATE DATABASE d");
+    s.sql("CREATE TABLE d.u (k INT, a INT, b VARCHAR(8)) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 2");
+    s.sql("INSERT INTO d.u VALUES (1, 10, 'x'), (2, 20, 'y')");
+    s.sql("SET enable_unique_key_partial_update = true; INSERT INTO d.u (k, a) VALUES (1, 11)");
+    assert_eq!(s.sql("SELECT k, a, b FROM d.u ORDER BY k"), vec![vec!["1", "11", "x"], vec!["2", "20", "y"]]);
+    s.sql("INSERT INTO d.u (k, a, b, __DORIS_DELETE_SIGN__) VALUES (2, 0, '', 1)");
+    assert_eq!(s.sql("SELECT k FROM d.u"), vec![vec!["1"]]);
+    assert_eq!(
+        s.sql("SET show_hidden_columns = true; DESC d.u").iter().map(|r| r[0].clone()).collect::<Vec<_>>(),
+        vec!["k", "a", "b", "__DORIS_DELETE_SIGN__", "__DORIS_VERSION_COL__"]
+    );
+}
