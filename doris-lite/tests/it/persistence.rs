@@ -102,3 +102,15 @@ fn committed_data_survives_kill_9() {
     p2.child.kill().unwrap();
     p2.child.wait().unwrap();
 }
+
+#[test]
+fn binary_prints_listeners_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = spawn(dir.path());
+    assert!(p.fe.starts_with("127.0.0.1:"));
+    assert_eq!(sql(&p, "SELECT 1"), "1\n");
+    let st = Command::new("kill").args(["-TERM", &p.child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let status = p.child.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+}
