@@ -369,8 +369,12 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
         Ok(b) => b,
         Err(e) => return fail(reply, e.0),
     };
-    // CSV is parsed chunk by chunk while the body arrives; other formats are buffered.
-    let streaming = builder.streams_csv();
+    // Large CSV bodies are buffered and parsed on all cores; smaller CSV bodies are parsed chunk
+    // by chunk while they arrive; other formats are buffered.
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let declared_len = get("content-length").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let parallel = builder.parallelizable() && threads > 1 && declared_len >= 16 << 20;
+    let streaming = builder.streams_csv() && !parallel;
     let ncols = builder.field_count();
     let mut splitter = CsvSplitter::new(&opts);
     // Read the body (hyper sends `100 Continue` when we first poll it).
@@ -417,6 +421,15 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
     let write_t = Instant::now();
     if streaming {
         splitter.finish(&opts, ncols, &mut |r| builder.csv(r));
+    } else if parallel {
+        let res = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            tokio::task::block_in_place(|| builder.feed_csv_parallel(&data, threads))
+        } else {
+            builder.feed_csv_parallel(&data, threads)
+        };
+        if let Err(e) = res {
+            return fail(reply, e.0);
+        }
     } else {
         if opts.gzip {
             let mut out = Vec::with_capacity(data.len() * 4);

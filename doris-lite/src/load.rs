@@ -871,6 +871,64 @@ impl<'s> LoadBuilder<'s> {
         matches!(self.opts.format, Format::Csv(_)) && !self.opts.gzip
     }
 
+    /// Whether records convert independently of each other (no expressions), so a body can be
+    /// split and parsed on several threads.
+    pub fn parallelizable(&self) -> bool {
+        self.streams_csv() && !self.needs_exprs
+    }
+
+    /// Appends the results of a builder that parsed the next part of the body.
+    fn absorb(&mut self, other: LoadBuilder<'_>) {
+        self.ops.extend(other.ops);
+        self.errors.extend(other.errors);
+        self.filtered += other.filtered;
+        self.unselected += other.unselected;
+        self.total += other.total;
+        self.records.extend(other.records);
+    }
+
+    /// Parses a whole CSV body on `threads` threads, splitting it at line boundaries; the
+    /// records keep their order.
+    pub fn feed_csv_parallel(&mut self, body: &[u8], threads: usize) -> Result<(), LoadError> {
+        let delim = self.opts.line_delimiter.as_slice();
+        let mut cuts = vec![0usize];
+        for t in 1..threads.max(1) {
+            let from = (body.len() * t / threads).max(*cuts.last().unwrap_or(&0));
+            match find(&body[from..], delim) {
+                Some(i) => cuts.push(from + i + delim.len()),
+                None => break,
+            }
+        }
+        cuts.push(body.len());
+        cuts.dedup();
+        let ncols = self.names.len();
+        let (schema, opts) = (self.schema, self.opts);
+        let parts: Vec<Result<LoadBuilder<'_>, LoadError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = cuts
+                .windows(2)
+                .enumerate()
+                .map(|(i, w)| {
+                    let part = &body[w[0]..w[1]];
+                    scope.spawn(move || {
+                        let mut b = LoadBuilder::new(schema, opts)?;
+                        let mut sp = if i == 0 { CsvSplitter::new(opts) } else { CsvSplitter::default() };
+                        sp.feed(part, opts, ncols, &mut |r| b.csv(r));
+                        sp.finish(opts, ncols, &mut |r| b.csv(r));
+                        Ok(b)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(LoadError("[INTERNAL_ERROR]a parser thread panicked".into()))))
+                .collect()
+        });
+        for p in parts {
+            self.absorb(p?);
+        }
+        Ok(())
+    }
+
     fn convert(&self, ty: &DorisType, text: Option<&str>, nullable: bool, name: &str) -> Result<Value, String> {
         match text {
             None => {
@@ -1224,6 +1282,40 @@ mod tests {
                 sp.finish(&opts, 2, &mut sink);
                 assert_eq!(got, vec!["1/a", "22/bb", "333/ccc", "4/d"], "cuts {cut} {cut2}");
             }
+        }
+    }
+
+    #[tokio::test]
+    async fn parallel_parse_keeps_order_and_header_skip() {
+        let schema = TableSchema {
+            columns: vec![crate::storage::Column {
+                name: "k".into(),
+                ty: DorisType::Int,
+                nullable: true,
+                default: None,
+                comment: String::new(),
+                agg: None,
+                auto_increment: false,
+            }],
+            keys_type: KeysType::Duplicate,
+            key_count: 1,
+            distribution: crate::storage::Distribution::Random(crate::storage::Buckets::Auto),
+            comment: String::new(),
+            partition_clause: None,
+            properties: Vec::new(),
+        };
+        let mut h = HashMap::new();
+        h.insert("format".to_string(), "csv_with_names".to_string());
+        let opts = options_from_map(&h).unwrap();
+        let body: String = std::iter::once("k\n".to_string()).chain((0..1000).map(|i| format!("{i}\n"))).collect();
+        for threads in [1, 2, 3, 7] {
+            let mut b = LoadBuilder::new(&schema, &opts).unwrap();
+            b.feed_csv_parallel(body.as_bytes(), threads).unwrap();
+            let out = b.finish().await.unwrap();
+            assert_eq!(out.total, 1000);
+            let TableWrite::Rows { ops, .. } = out.write else { panic!() };
+            let ks: Vec<Value> = ops.into_iter().map(|o| o.values[0].clone()).collect();
+            assert_eq!(ks, (0..1000).map(Value::Int).collect::<Vec<_>>(), "threads {threads}");
         }
     }
 

@@ -569,3 +569,20 @@ fn concurrent_loads_and_queries() {
     });
     assert_eq!(s.sql("SELECT count(*), count(DISTINCT v) FROM test.u"), vec![vec!["3000", "6"]]);
 }
+
+#[test]
+fn large_body_is_parsed_in_parallel_in_order() {
+    let s = Server::start();
+    setup(&s, "CREATE TABLE test.u (k INT, v VARCHAR(40)) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 4");
+    // > 16 MiB: the parallel path. Keys repeat, so the last occurrence (in file order) must win.
+    let mut body = String::from("k,v\n");
+    for i in 0..560_000u32 {
+        body.push_str(&format!("{},value_{:025}\n", i % 1000, i));
+    }
+    assert!(body.len() > 16 << 20);
+    let f = s.file("big.csv", body.as_bytes());
+    let r = s.stream_load("test", "u", &["column_separator:,", "format:csv_with_names"], &f);
+    assert_eq!((r["Status"].as_str(), r["NumberLoadedRows"].as_i64()), (Some("Success"), Some(560_000)), "{r}");
+    assert_eq!(s.sql("SELECT count(*) FROM test.u"), vec![vec!["1000"]]);
+    assert_eq!(s.sql("SELECT v FROM test.u WHERE k = 7"), vec![vec![format!("value_{:025}", 559_007)]]);
+}
