@@ -10,6 +10,9 @@ step() { printf '\n==> %s\n' "$*"; }
 # Build outputs are kept across runs on the same machine: a clean clone only rebuilds our crates.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/host}"
 plugins_target="${SLUICE_PLUGINS_TARGET_DIR:-/var/tmp/sluice-build/plugins}"
+# The host's tests load the plugins from plugins/target: a link to $plugins_target, unless this
+# checkout already has its own.
+if [ -d plugins/target ] && [ ! -L plugins/target ]; then plugins_target="$root/plugins/target"; fi
 mkdir -p "$CARGO_TARGET_DIR" "$plugins_target"
 if [ ! -e plugins/target ]; then ln -s "$plugins_target" plugins/target; fi
 export CARGO_TERM_COLOR=never
@@ -32,15 +35,18 @@ step "cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --manifest-path plugins/Cargo.toml --all --check
 
+# The plugins build into plugins/target (a link to $plugins_target), where the host's tests find them.
+plugins_cargo() { CARGO_TARGET_DIR="$plugins_target" cargo "$@" --manifest-path plugins/Cargo.toml; }
+
 step "plugins (wasm32-wasip2)"
-cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml
-cargo clippy --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --all-targets -- -D warnings
+plugins_cargo build --release --target wasm32-wasip2
+plugins_cargo clippy --release --target wasm32-wasip2 --all-targets -- -D warnings
 
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "tests: guest SDK"
-cargo test --manifest-path plugins/Cargo.toml -p sluice-guest
+plugins_cargo test -p sluice-guest
 
 step "tests: host and doris-lite"
 cargo test --workspace

@@ -11,7 +11,7 @@ use arrow_array::types::{
     TimestampMicrosecondType, TimestampMillisecondType, TimestampSecondType,
 };
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow_buffer::Buffer;
+pub use arrow_buffer::Buffer;
 use arrow_schema::{DataType, SchemaRef, TimeUnit};
 
 use crate::Error;
@@ -123,7 +123,11 @@ impl Batch {
 
     /// Decode from the plugin boundary, checking that the row kinds fit the rows.
     pub fn from_wire(table: Option<String>, ipc: Vec<u8>, codes: Vec<u8>) -> Result<Batch, Error> {
-        let data = decode_ipc(ipc)?;
+        Self::from_decoded(table, decode_ipc(ipc)?, codes)
+    }
+
+    /// A batch from decoded columns and row-kind codes, checking that they fit together.
+    pub fn from_decoded(table: Option<String>, data: RecordBatch, codes: Vec<u8>) -> Result<Batch, Error> {
         if !codes.is_empty() && codes.len() != data.num_rows() {
             return Err(Error::new(format!("batch has {} rows but {} row kinds", data.num_rows(), codes.len())));
         }
@@ -591,8 +595,12 @@ pub fn encode_ipc(batch: &RecordBatch) -> Result<Vec<u8>, Error> {
 
 /// Decode an Arrow IPC stream holding exactly one record batch, without copying the column data.
 pub fn decode_ipc(bytes: Vec<u8>) -> Result<RecordBatch, Error> {
+    decode_ipc_buffer(Buffer::from_vec(bytes))
+}
+
+/// [`decode_ipc`] from a shared buffer: the columns point into it.
+pub fn decode_ipc_buffer(mut buffer: Buffer) -> Result<RecordBatch, Error> {
     let mut decoder = arrow_ipc::reader::StreamDecoder::new();
-    let mut buffer = Buffer::from_vec(bytes);
     let mut batch = None;
     let mut schema = None;
     while !buffer.is_empty() {

@@ -1,6 +1,7 @@
 //! Sluice: a stream processor for Apache Doris whose user logic runs as sandboxed WebAssembly.
 
 pub mod cli;
+pub mod doris;
 pub mod pipeline;
 pub mod wasm;
 

@@ -5,4 +5,5 @@ mod cli;
 mod common;
 mod decoders;
 mod sandbox;
+mod stream_load;
 mod transforms;

@@ -1,0 +1,341 @@
+//! Stream Load and its two-phase commit, as Doris' HTTP API defines them.
+//!
+//! Doris' FE answers a Stream Load with a 307 redirect to a BE without reading the body. HTTP
+//! clients either drop the `Authorization` header on a cross-host redirect or cannot replay a
+//! streamed body, so the BE is resolved first with an empty probe request, and the body is then
+//! streamed straight to the BE with credentials.
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, EXPECT, HeaderMap, HeaderName, HeaderValue, LOCATION};
+use serde::Deserialize;
+
+use super::DorisError;
+
+/// Username and password. The password is never printed.
+#[derive(Clone)]
+pub struct Credentials {
+    pub user: String,
+    password: String,
+}
+
+impl Credentials {
+    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
+        Self { user: user.into(), password: password.into() }
+    }
+
+    fn basic(&self) -> HeaderValue {
+        use base64::Engine;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", self.user, self.password));
+        let mut v = HeaderValue::from_str(&format!("Basic {token}")).unwrap_or(HeaderValue::from_static(""));
+        v.set_sensitive(true);
+        v
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("user", &self.user).field("password", &"<redacted>").finish()
+    }
+}
+
+/// `Status` of a Stream Load reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadStatus {
+    Success,
+    /// Committed; visibility follows later. Counts as success.
+    PublishTimeout,
+    /// The label was used before; `ExistingJobStatus` says how far that load got.
+    LabelAlreadyExists {
+        existing: String,
+    },
+    Fail,
+    Other(String),
+}
+
+/// The JSON reply of a Stream Load.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct LoadResponse {
+    pub txn_id: i64,
+    pub label: String,
+    pub status: String,
+    #[serde(default)]
+    pub existing_job_status: Option<String>,
+    pub message: String,
+    #[serde(default)]
+    pub two_phase_commit: Option<String>,
+    #[serde(default)]
+    pub number_total_rows: i64,
+    #[serde(default)]
+    pub number_loaded_rows: i64,
+    #[serde(default)]
+    pub number_filtered_rows: i64,
+    #[serde(default)]
+    pub number_unselected_rows: i64,
+    #[serde(default)]
+    pub load_bytes: i64,
+    #[serde(default)]
+    pub load_time_ms: i64,
+    #[serde(default)]
+    pub begin_txn_time_ms: i64,
+    #[serde(default)]
+    pub stream_load_put_time_ms: i64,
+    #[serde(default)]
+    pub read_data_time_ms: i64,
+    #[serde(default)]
+    pub write_data_time_ms: i64,
+    #[serde(default)]
+    pub commit_and_publish_time_ms: i64,
+    #[serde(default, rename = "ErrorURL")]
+    pub error_url: Option<String>,
+}
+
+impl LoadResponse {
+    pub fn load_status(&self) -> LoadStatus {
+        match self.status.as_str() {
+            "Success" => LoadStatus::Success,
+            "Publish Timeout" => LoadStatus::PublishTimeout,
+            "Label Already Exists" => {
+                LoadStatus::LabelAlreadyExists { existing: self.existing_job_status.clone().unwrap_or_default() }
+            }
+            "Fail" => LoadStatus::Fail,
+            other => LoadStatus::Other(other.to_string()),
+        }
+    }
+
+    /// `Success` or `Publish Timeout`.
+    pub fn is_success(&self) -> bool {
+        matches!(self.load_status(), LoadStatus::Success | LoadStatus::PublishTimeout)
+    }
+
+    /// The transaction a reused label belongs to (`… relate to txn [N]`).
+    pub fn existing_txn_id(&self) -> Option<i64> {
+        let rest = &self.message[self.message.find("relate to txn [")? + "relate to txn [".len()..];
+        rest[..rest.find(']')?].parse().ok()
+    }
+}
+
+/// How a commit or abort ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// Done now.
+    Done,
+    /// It had been done before (`already visible` for a commit, `already aborted` / `not found`
+    /// for an abort): idempotent success.
+    AlreadyDone,
+}
+
+/// A Stream Load client for one Doris cluster.
+#[derive(Debug, Clone)]
+pub struct StreamLoadClient {
+    http: reqwest::Client,
+    fenodes: Vec<String>,
+    credentials: Credentials,
+    read_timeout: Duration,
+}
+
+#[derive(Deserialize)]
+struct TxnReply {
+    status: String,
+    msg: String,
+}
+
+impl StreamLoadClient {
+    /// A client for the FEs at `fenodes` (`host:http_port`).
+    pub fn new(
+        fenodes: Vec<String>,
+        credentials: Credentials,
+        connect_timeout: Duration,
+        read_timeout: Duration,
+    ) -> Result<Self, DorisError> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(connect_timeout)
+            .build()
+            .map_err(|e| DorisError::Connect { url: fenodes.join(","), detail: e.to_string() })?;
+        Ok(Self { http, fenodes, credentials, read_timeout })
+    }
+
+    fn fe(&self) -> &str {
+        self.fenodes.first().map(String::as_str).unwrap_or("127.0.0.1:8030")
+    }
+
+    /// Ask the FE where the body of a Stream Load to `db.table` goes: the BE URL of its 307
+    /// redirect, without credentials (they are sent as a header).
+    pub async fn resolve_be(&self, db: &str, table: &str) -> Result<reqwest::Url, DorisError> {
+        let url = format!("http://{}/api/{db}/{table}/_stream_load", self.fe());
+        let resp = self
+            .http
+            .put(&url)
+            .header(AUTHORIZATION, self.credentials.basic())
+            .header(EXPECT, "100-continue")
+            .header(reqwest::header::CONTENT_LENGTH, "0")
+            .send()
+            .await
+            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            return Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() });
+        }
+        if !status.is_redirection() {
+            let body = resp.text().await.unwrap_or_default();
+            // Doris answers a failed login with HTTP 200 and `{"msg":"Unauthorized","code":401,…}`.
+            let envelope: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+            if envelope.as_ref().and_then(|e| e.get("code")).and_then(|c| c.as_i64()) == Some(401) {
+                return Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() });
+            }
+            return Err(DorisError::Http { url, status: status.as_u16(), body: body.chars().take(500).collect() });
+        }
+        let location = resp
+            .headers()
+            .get(LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .ok_or_else(|| DorisError::Protocol { url: url.clone(), detail: "307 without a Location".into() })?;
+        let mut be = reqwest::Url::parse(location)
+            .map_err(|e| DorisError::Protocol { url: url.clone(), detail: format!("bad Location: {e}") })?;
+        // The redirect carries the credentials in the userinfo; they go in a header instead.
+        let _ = be.set_username("");
+        let _ = be.set_password(None);
+        be.set_query(None);
+        Ok(be)
+    }
+
+    /// Stream `body` into `db.table` with the given Stream Load headers (`label`, `format`,
+    /// `two_phase_commit` …). A reply that is not `Success` / `Publish Timeout` is returned as
+    /// is: the caller decides what `Label Already Exists` means for it.
+    pub async fn load(
+        &self,
+        db: &str,
+        table: &str,
+        headers: &[(String, String)],
+        body: reqwest::Body,
+    ) -> Result<LoadResponse, DorisError> {
+        let be = self.resolve_be(db, table).await?;
+        let url = be.to_string();
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| DorisError::Protocol { url: url.clone(), detail: format!("invalid header name {k:?}") })?;
+            let value = HeaderValue::from_str(v).map_err(|_| DorisError::Protocol {
+                url: url.clone(),
+                detail: format!("invalid value for header {k:?}"),
+            })?;
+            map.insert(name, value);
+        }
+        map.insert(AUTHORIZATION, self.credentials.basic());
+        map.insert(EXPECT, HeaderValue::from_static("100-continue"));
+        let resp = self
+            .http
+            .put(be)
+            .headers(map)
+            .body(body)
+            .timeout(self.read_timeout)
+            .send()
+            .await
+            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() });
+        }
+        if !status.is_success() {
+            return Err(DorisError::Http { url, status: status.as_u16(), body: text.chars().take(500).collect() });
+        }
+        serde_json::from_str(&text).map_err(|e| DorisError::Protocol {
+            url,
+            detail: format!("{e}: {}", text.chars().take(300).collect::<String>()),
+        })
+    }
+
+    /// The first lines of a load's error log, for error messages.
+    pub async fn error_log(&self, error_url: &str, lines: usize) -> String {
+        match self.http.get(error_url).timeout(self.read_timeout).send().await {
+            Ok(r) => r.text().await.unwrap_or_default().lines().take(lines).collect::<Vec<_>>().join("\n"),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Commit a pre-committed transaction. "Already visible" counts as done.
+    pub async fn commit(&self, db: &str, txn_id: i64) -> Result<TxnOutcome, DorisError> {
+        self.txn(db, txn_id, "commit").await
+    }
+
+    /// Abort a pre-committed transaction. "Already aborted" and "not found" count as done.
+    pub async fn abort(&self, db: &str, txn_id: i64) -> Result<TxnOutcome, DorisError> {
+        self.txn(db, txn_id, "abort").await
+    }
+
+    async fn txn(&self, db: &str, txn_id: i64, operation: &'static str) -> Result<TxnOutcome, DorisError> {
+        let url = format!("http://{}/api/{db}/_stream_load_2pc", self.fe());
+        let mut target = url.clone();
+        // The FE may redirect 2PC to a BE; follow it by hand to keep the credentials.
+        for _ in 0..3 {
+            let resp = self
+                .http
+                .put(&target)
+                .header(AUTHORIZATION, self.credentials.basic())
+                .header("txn_id", txn_id.to_string())
+                .header("txn_operation", operation)
+                .header(reqwest::header::CONTENT_LENGTH, "0")
+                .timeout(self.read_timeout)
+                .send()
+                .await
+                .map_err(|e| connect_error(&target, e, self.read_timeout))?;
+            let status = resp.status();
+            if status.is_redirection() {
+                let location = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()).unwrap_or_default();
+                let mut next = reqwest::Url::parse(location)
+                    .map_err(|e| DorisError::Protocol { url: target.clone(), detail: format!("bad Location: {e}") })?;
+                let _ = next.set_username("");
+                let _ = next.set_password(None);
+                target = next.to_string();
+                continue;
+            }
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                return Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() });
+            }
+            let text = resp.text().await.map_err(|e| connect_error(&target, e, self.read_timeout))?;
+            let reply: TxnReply = serde_json::from_str(&text)
+                .map_err(|e| DorisError::Protocol { url: target.clone(), detail: format!("{e}: {text}") })?;
+            return classify_txn(db, txn_id, operation, reply);
+        }
+        Err(DorisError::Protocol { url, detail: "too many redirects".into() })
+    }
+}
+
+fn classify_txn(db: &str, txn_id: i64, operation: &'static str, reply: TxnReply) -> Result<TxnOutcome, DorisError> {
+    if reply.status == "Success" {
+        return Ok(TxnOutcome::Done);
+    }
+    let msg = reply.msg.to_ascii_lowercase();
+    let already = match operation {
+        "commit" => msg.contains("is already visible") || msg.contains("is already committed"),
+        _ => msg.contains("is already aborted") || msg.contains("not found"),
+    };
+    if already {
+        return Ok(TxnOutcome::AlreadyDone);
+    }
+    let message = if operation == "commit" && (msg.contains("is already aborted") || msg.contains("not found")) {
+        format!(
+            "{} (the transaction was aborted, most likely because it stayed pre-committed past Doris' pre-commit timeout)",
+            reply.msg
+        )
+    } else {
+        reply.msg
+    };
+    Err(DorisError::Txn { db: db.to_string(), txn_id, operation, message })
+}
+
+fn connect_error(url: &str, e: reqwest::Error, timeout: Duration) -> DorisError {
+    if e.is_timeout() {
+        return DorisError::Timeout { url: url.to_string(), timeout };
+    }
+    let mut detail = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        detail = format!("{detail}: {s}");
+        source = s.source();
+    }
+    DorisError::Connect { url: url.to_string(), detail }
+}
