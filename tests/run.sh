@@ -36,7 +36,7 @@ cargo fmt --all --check
 cargo fmt --manifest-path plugins/Cargo.toml --all --check
 
 # The plugins build into plugins/target (a link to $plugins_target), where the host's tests find them.
-plugins_cargo() { CARGO_TARGET_DIR="$plugins_target" cargo "$@" --manifest-path plugins/Cargo.toml; }
+plugins_cargo() { local cmd=$1; shift; CARGO_TARGET_DIR="$plugins_target" cargo "$cmd" --manifest-path plugins/Cargo.toml "$@"; }
 
 step "plugins (wasm32-wasip2)"
 plugins_cargo build --release --target wasm32-wasip2
