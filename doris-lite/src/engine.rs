@@ -2,6 +2,7 @@
 //! Stream Load, INSERT and DELETE.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,8 @@ pub struct EngineConfig {
     pub max_load_bytes: u64,
     /// `streaming_load_json_max_mb`, in bytes (JSON without `read_json_by_line`).
     pub max_json_bytes: u64,
+    /// Run on a manual clock (commit times, TSO, TTL) that only [`Clock::advance`] moves.
+    pub manual_clock: bool,
 }
 
 impl Default for EngineConfig {
@@ -33,6 +36,42 @@ impl Default for EngineConfig {
             max_running_txn_per_db: 10000,
             max_load_bytes: 10240 << 20,
             max_json_bytes: 100 << 20,
+            manual_clock: false,
+        }
+    }
+}
+
+/// The wall clock behind commit times, the TSO and changelog TTLs.
+#[derive(Debug)]
+pub enum Clock {
+    /// The system clock.
+    System,
+    /// A clock that stands still until advanced (ms since the epoch).
+    Manual(AtomicI64),
+}
+
+impl Clock {
+    /// Milliseconds since the epoch.
+    pub fn now_ms(&self) -> i64 {
+        match self {
+            Clock::System => Tso::now_ms(),
+            Clock::Manual(ms) => ms.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Moves a manual clock forward by `ms` (or to `to_ms` when given); returns the new time.
+    pub fn advance(&self, ms: i64, to_ms: Option<i64>) -> Result<i64, EngineError> {
+        match self {
+            Clock::System => Err(EngineError::Other("the clock is the system clock; start with --clock manual".into())),
+            Clock::Manual(now) => {
+                let cur = now.load(Ordering::SeqCst);
+                let next = to_ms.unwrap_or(cur + ms);
+                if next < cur || ms < 0 {
+                    return Err(EngineError::Other(format!("the clock cannot move backwards (now {cur} ms)")));
+                }
+                now.store(next, Ordering::SeqCst);
+                Ok(next)
+            }
         }
     }
 }
@@ -211,6 +250,8 @@ pub struct Engine {
     /// Limits.
     pub config: EngineConfig,
     wal: Option<Mutex<WriteAheadLog>>,
+    /// Commit-time clock.
+    pub clock: Clock,
 }
 
 /// Result of beginning a load.
@@ -262,7 +303,13 @@ impl Engine {
                 }
             }
         }
-        Ok(Engine { state: Mutex::new(state), config, wal: wal.map(Mutex::new) })
+        let clock = if config.manual_clock {
+            // Starts at the real time, rounded down to a whole second.
+            Clock::Manual(AtomicI64::new(Tso::now_ms() / 1000 * 1000))
+        } else {
+            Clock::System
+        };
+        Ok(Engine { state: Mutex::new(state), config, wal: wal.map(Mutex::new), clock })
     }
 
     /// Locks the state (a poisoned lock is recovered: the state is only mutated under
@@ -382,8 +429,8 @@ impl Engine {
                 return Err(EngineError::Other(format!("transaction [{txn_id}] not found")));
             }
         };
-        let tso = st.tso.allocate();
-        let commit_ms = Tso::now_ms();
+        let commit_ms = self.clock.now_ms();
+        let tso = st.tso.allocate(commit_ms);
         // The table must still exist with the shape the rows were parsed against (an ALTER may
         // have run during the load).
         let ncols = st.table(&db, &table)?.schema.columns.len();
@@ -528,7 +575,29 @@ impl Engine {
 
     /// The latest allocated TSO.
     pub fn current_tso(&self) -> i64 {
-        self.lock().tso.current()
+        self.lock().tso.current(self.clock.now_ms())
+    }
+
+    /// Begins a transaction on `db.table` that no load drives (the `Txn.hold_in_flight` debug
+    /// point); [`Engine::abort`] ends it.
+    pub fn hold_in_flight(&self, db: &str, table: &str) -> Result<i64, EngineError> {
+        let label = format!("__debug_point_hold_{}", self.lock().next_txn + 1);
+        Ok(self.begin(db, table, &label)?.txn_id)
+    }
+
+    /// Ids of the transactions on `db.table` that are not finished (PREPARE or PRECOMMITTED).
+    pub fn in_flight(&self, db: &str, table: &str) -> Vec<i64> {
+        let st = self.lock();
+        let mut ids: Vec<i64> = st
+            .txns
+            .values()
+            .filter(|t| {
+                t.db == db && t.table == table && matches!(t.status, TxnStatus::Prepare | TxnStatus::Precommitted)
+            })
+            .map(|t| t.id)
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Keeps a rejected-rows log and returns its file name.
@@ -537,7 +606,7 @@ impl Engine {
         let name = format!(
             "__shard_{}/error_log_insert_stmt_{:016x}_{:016x}",
             st.error_logs.len() % 16,
-            Tso::now_ms(),
+            self.clock.now_ms(),
             st.next_txn
         );
         st.error_logs.insert(name.clone(), text);

@@ -5,6 +5,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -16,9 +17,11 @@ use futures::StreamExt;
 use serde_json::{Map, Value as Json, json};
 
 use crate::engine::{Engine, EngineError};
+use crate::faults::{self, DebugPoint, DebugPoints};
 use crate::load::{CsvSplitter, GroupCommit, LoadBuilder, LoadOptions, parse_options};
+use crate::net::ConnectionKill;
 use crate::sql::{ColKind, Executor, Outcome, ServerInfo, Session};
-use crate::storage::{KeysType, Tso};
+use crate::storage::KeysType;
 
 /// Shared state of both HTTP listeners.
 #[derive(Debug, Clone)]
@@ -31,6 +34,8 @@ pub struct HttpState {
     pub users: Arc<HashMap<String, String>>,
     /// Listener info.
     pub info: Arc<ServerInfo>,
+    /// Fault injection.
+    pub debug: DebugPoints,
     /// This listener is the FE (redirects loads) rather than the BE.
     pub is_fe: bool,
 }
@@ -131,6 +136,11 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/tso", get(tso))
         .route("/api/_load_error_log", get(load_error_log))
         .route("/api/query/{ns}/{db}", post(query_api))
+        .route("/api/debug_point/add/{name}", post(debug_point_add))
+        .route("/api/debug_point/remove/{name}", post(debug_point_remove))
+        .route("/api/debug_point/clear", post(debug_point_clear))
+        .route("/api/debug/clock/advance", post(clock_advance))
+        .route("/api/debug/clock", get(clock_now))
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
@@ -160,7 +170,7 @@ struct LoadReply {
     comment: String,
     two_phase: bool,
     group_commit: bool,
-    status: &'static str,
+    status: String,
     existing: Option<&'static str>,
     message: String,
     total: u64,
@@ -180,7 +190,7 @@ struct LoadReply {
 
 impl LoadReply {
     fn failed(label: String, message: String) -> LoadReply {
-        LoadReply { txn_id: -1, label, status: "Fail", message, ..Default::default() }
+        LoadReply { txn_id: -1, label, status: "Fail".into(), message, ..Default::default() }
     }
 
     fn into_response(self) -> Response {
@@ -221,6 +231,10 @@ impl LoadReply {
     }
 }
 
+/// The `Message` of a load that committed but whose publish did not finish in time.
+const PUBLISH_TIMEOUT_MESSAGE: &str =
+    "[PUBLISH_TIMEOUT]transaction commit successfully, BUT data will be visible later";
+
 fn random_label() -> String {
     let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let a = (n as u64).wrapping_mul(0x9e3779b97f4a7c15);
@@ -243,6 +257,7 @@ async fn stream_load(
     State(st): State<HttpState>,
     Path((db, table)): Path<(String, String)>,
     uri: axum::http::Uri,
+    kill: Option<Extension<ConnectionKill>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -273,10 +288,29 @@ async fn stream_load(
         )
             .into_response();
     }
-    be_stream_load(st, db, table, headers, body).await
+    let kill = kill.map(|Extension(k)| k);
+    let stall = st.debug.fire(faults::STREAM_LOAD_STALL);
+    let response = be_stream_load(&st, db, table, kill.as_ref(), headers, body).await;
+    if let Some(f) = stall {
+        tokio::time::sleep(f.ms(1000)).await;
+    }
+    response
 }
 
-async fn be_stream_load(st: HttpState, db: String, table: String, headers: HeaderMap, body: Body) -> Response {
+/// Drains a body that will not be loaded, so that the client reads the reply.
+async fn drain(body: Body) {
+    let mut stream = body.into_data_stream();
+    while let Some(Ok(_)) = stream.next().await {}
+}
+
+async fn be_stream_load(
+    st: &HttpState,
+    db: String,
+    table: String,
+    kill: Option<&ConnectionKill>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let start = Instant::now();
     let get = |k: &str| header_str(&headers, k);
     let label_hdr = get("label").unwrap_or_default();
@@ -325,6 +359,19 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
         }
         None => random_label(),
     };
+    if let Some(f) = st.debug.fire(faults::STREAM_LOAD_FAIL) {
+        drain(body).await;
+        let mut r = LoadReply::failed(label, f.str("message", "debug point StreamLoad.fail"));
+        r.status = f.str("status", "Fail");
+        r.comment = opts.comment.clone();
+        r.two_phase = opts.two_phase_commit;
+        r.load_ms = ms_since(start);
+        return r.into_response();
+    }
+    let close_mid_body = st.debug.fire(faults::STREAM_LOAD_CLOSE_MID_BODY).map(|f| f.u64("after_bytes", 1));
+    let drop_response = st.debug.fire(faults::STREAM_LOAD_DROP_RESPONSE).is_some();
+    // For 2PC loads the point acts on the commit call instead.
+    let publish_timeout = !opts.two_phase_commit && st.debug.fire(faults::STREAM_LOAD_PUBLISH_TIMEOUT).is_some();
     let begin_t = Instant::now();
     let begun = match st.engine.begin(&db, &table, &label) {
         Ok(b) => b,
@@ -335,7 +382,7 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
                     "[LABEL_ALREADY_EXISTS]TStatus: errCode = 2, detailMessage = Label [{l}] has already been used, relate to txn [{txn_id}]"
                 ),
             );
-            r.status = "Label Already Exists";
+            r.status = "Label Already Exists".into();
             r.existing = Some(status.job_status());
             r.comment = opts.comment.clone();
             r.two_phase = opts.two_phase_commit;
@@ -360,7 +407,7 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
     };
     let fail = |mut reply: LoadReply, msg: String| {
         st.engine.abort(txn_id, &msg);
-        reply.status = "Fail";
+        reply.status = "Fail".into();
         reply.message = msg;
         reply.load_ms = ms_since(start);
         reply.into_response()
@@ -390,6 +437,12 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
         match chunk {
             Ok(c) => {
                 received += c.len() as u64;
+                if let (Some(after), Some(kill)) = (close_mid_body, kill)
+                    && received >= after
+                {
+                    st.engine.abort(txn_id, "debug point StreamLoad.close_mid_body");
+                    kill.close().await;
+                }
                 if received > limit {
                     // Drain the rest so the client reads the reply instead of a reset.
                     drop(data);
@@ -482,8 +535,16 @@ async fn be_stream_load(st: HttpState, db: String, table: String, headers: Heade
         }
         reply.commit_ms = ms_since(commit_t);
     }
-    reply.status = "Success";
-    reply.message = "OK".into();
+    if let (true, Some(kill)) = (drop_response, kill) {
+        kill.close().await;
+    }
+    if publish_timeout {
+        reply.status = "Publish Timeout".into();
+        reply.message = PUBLISH_TIMEOUT_MESSAGE.into();
+    } else {
+        reply.status = "Success".into();
+        reply.message = "OK".into();
+    }
     reply.load_ms = ms_since(start);
     reply.into_response()
 }
@@ -535,8 +596,19 @@ async fn two_pc(st: HttpState, db: String, headers: HeaderMap) -> Response {
             return two_pc_reply("ANALYSIS_ERROR", &format!("TStatus: errCode = 2, detailMessage = {e}"));
         }
     };
+    let (point, default_msg) = if op == "commit" {
+        (faults::TXN_COMMIT_FAIL, "debug point Txn.commit_fail")
+    } else {
+        (faults::TXN_ABORT_FAIL, "debug point Txn.abort_fail")
+    };
+    if let Some(f) = st.debug.fire(point) {
+        return two_pc_reply(&f.str("status", "ANALYSIS_ERROR"), &f.str("msg", default_msg));
+    }
     let res = if op == "commit" { st.engine.commit_2pc(id) } else { st.engine.abort_2pc(id) };
     match res {
+        Ok(()) if op == "commit" && st.debug.fire(faults::STREAM_LOAD_PUBLISH_TIMEOUT).is_some() => {
+            two_pc_reply("Publish Timeout", PUBLISH_TIMEOUT_MESSAGE)
+        }
         Ok(()) => {
             let what = match (&txn_id, &label) {
                 (Some(_), _) | (None, None) => format!("transaction [{id}]"),
@@ -644,11 +716,12 @@ async fn bootstrap(State(st): State<HttpState>, Query(q): Query<HashMap<String, 
 
 async fn tso(State(st): State<HttpState>, headers: HeaderMap) -> Response {
     let _ = require_auth!(st, headers);
-    let current = st.engine.lock().tso.current();
+    let now = st.engine.clock.now_ms();
+    let current = st.engine.lock().tso.current(now);
     let physical = current >> crate::storage::TSO_LOGICAL_BITS;
     let logical = current & ((1 << crate::storage::TSO_LOGICAL_BITS) - 1);
     let mut m = Map::new();
-    m.insert("window_end_physical_time".into(), json!(Tso::now_ms().max(physical) + 3000));
+    m.insert("window_end_physical_time".into(), json!(now.max(physical) + 3000));
     m.insert("current_tso".into(), json!(current));
     m.insert("current_tso_physical_time".into(), json!(physical));
     m.insert("current_tso_logical_counter".into(), json!(logical));
@@ -729,4 +802,86 @@ async fn query_api(
         }
         Err(e) => envelope(1, "Error", json!(e.doris_text())),
     }
+}
+
+/// `{"msg":"OK","code":0,"data":null,"count":0}`, or code 1 with the error.
+fn debug_point_reply(res: Result<(), faults::DebugPointError>) -> Response {
+    match res {
+        Ok(()) => envelope(0, "OK", Json::Null),
+        Err(e) => envelope(1, &e.to_string(), Json::Null),
+    }
+}
+
+async fn debug_point_add(
+    State(st): State<HttpState>,
+    Path(name): Path<String>,
+    Query(q): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Response {
+    let _ = require_auth!(st, headers);
+    let mut point = DebugPoint::default();
+    for (k, v) in q {
+        match k.as_str() {
+            "execute" => match v.trim().parse::<i64>() {
+                Ok(n) if n > 0 => point.execute = Some(n as u64),
+                Ok(_) => point.execute = None,
+                Err(_) => {
+                    return debug_point_reply(Err(faults::DebugPointError::BadParam {
+                        point: name,
+                        message: format!("execute must be an integer, got [{v}]"),
+                    }));
+                }
+            },
+            "probability" => match v.trim().parse::<f64>() {
+                Ok(p) => point.probability = p,
+                Err(_) => {
+                    return debug_point_reply(Err(faults::DebugPointError::BadParam {
+                        point: name,
+                        message: format!("probability must be a number between 0 and 1, got [{v}]"),
+                    }));
+                }
+            },
+            _ => {
+                point.params.insert(k, v);
+            }
+        }
+    }
+    debug_point_reply(st.debug.add(&name, point))
+}
+
+async fn debug_point_remove(State(st): State<HttpState>, Path(name): Path<String>, headers: HeaderMap) -> Response {
+    let _ = require_auth!(st, headers);
+    debug_point_reply(st.debug.remove(&name))
+}
+
+async fn debug_point_clear(State(st): State<HttpState>, headers: HeaderMap) -> Response {
+    let _ = require_auth!(st, headers);
+    st.debug.clear();
+    debug_point_reply(Ok(()))
+}
+
+fn clock_data(st: &HttpState) -> Json {
+    let now = st.engine.clock.now_ms();
+    json!({"now_ms": now, "manual": matches!(st.engine.clock, crate::engine::Clock::Manual(_))})
+}
+
+/// `POST /api/debug/clock/advance?secs=N` (or `ms=N`, or `to_ms=T`): moves the manual clock.
+async fn clock_advance(
+    State(st): State<HttpState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let _ = require_auth!(st, headers);
+    let num = |k: &str| q.get(k).and_then(|v| v.trim().parse::<f64>().ok());
+    let ms = num("secs").map(|s| (s * 1000.0).round() as i64).or_else(|| num("ms").map(|m| m as i64)).unwrap_or(0);
+    let to = num("to_ms").map(|m| m as i64);
+    match st.engine.clock.advance(ms, to) {
+        Ok(_) => envelope(0, "OK", clock_data(&st)),
+        Err(e) => envelope(1, &e.to_string(), Json::Null),
+    }
+}
+
+async fn clock_now(State(st): State<HttpState>, headers: HeaderMap) -> Response {
+    let _ = require_auth!(st, headers);
+    envelope(0, "OK", clock_data(&st))
 }

@@ -4,9 +4,12 @@
 
 pub mod ddl;
 pub mod engine;
+pub mod faults;
+pub mod flight;
 pub mod http;
 pub mod load;
 pub mod mysql;
+pub mod net;
 pub mod persist;
 pub mod sql;
 pub mod storage;
@@ -19,9 +22,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::engine::{Engine, EngineConfig};
+pub use crate::faults::{DebugPoint, DebugPointError, DebugPoints};
 use crate::persist::WriteAheadLog;
 use crate::sql::{Executor, ServerInfo};
 
@@ -34,6 +39,11 @@ pub struct Config {
     pub be_http_port: u16,
     /// MySQL protocol port (0 = ephemeral).
     pub query_port: u16,
+    /// Arrow Flight SQL port (0 = ephemeral).
+    pub arrow_flight_sql_port: u16,
+    /// Run on a manual clock that only [`Handle::advance_clock`] (or
+    /// `POST /api/debug/clock/advance`) moves.
+    pub manual_clock: bool,
     /// Directory for the commit log; None = in memory only.
     pub data_dir: Option<PathBuf>,
     /// Users and passwords (default `root` with an empty password).
@@ -57,6 +67,8 @@ impl Default for Config {
             fe_http_port: 8030,
             be_http_port: 8040,
             query_port: 9030,
+            arrow_flight_sql_port: 8070,
+            manual_clock: false,
             data_dir: None,
             users: vec![("root".into(), String::new())],
             host: "127.0.0.1".into(),
@@ -71,7 +83,7 @@ impl Default for Config {
 impl Config {
     /// Every listener on an ephemeral port, in memory.
     pub fn ephemeral() -> Config {
-        Config { fe_http_port: 0, be_http_port: 0, query_port: 0, ..Default::default() }
+        Config { fe_http_port: 0, be_http_port: 0, query_port: 0, arrow_flight_sql_port: 0, ..Default::default() }
     }
 }
 
@@ -102,8 +114,78 @@ pub struct Handle {
     fe: SocketAddr,
     be: SocketAddr,
     query: SocketAddr,
-    tasks: Vec<JoinHandle<()>>,
+    flight: SocketAddr,
+    supervisor: JoinHandle<()>,
     engine: Arc<Engine>,
+    debug_points: DebugPoints,
+}
+
+/// What every listener serves; kept to serve again after a listener restart.
+#[derive(Clone)]
+struct Services {
+    fe: axum::Router,
+    be: axum::Router,
+    flight: axum::Router,
+    exec: Executor,
+    users: Arc<HashMap<String, String>>,
+}
+
+impl Services {
+    /// Serves `[fe, be, query, flight]` in `set`.
+    fn spawn(&self, set: &mut JoinSet<()>, listeners: Vec<TcpListener>) {
+        let mut it = listeners.into_iter();
+        let (Some(fe), Some(be), Some(q), Some(fl)) = (it.next(), it.next(), it.next(), it.next()) else {
+            return;
+        };
+        set.spawn(net::serve_http(fe, self.fe.clone()));
+        set.spawn(net::serve_http(be, self.be.clone()));
+        set.spawn(mysql::serve(q, self.exec.clone(), self.users.clone()));
+        set.spawn(net::serve_http(fl, self.flight.clone()));
+    }
+}
+
+/// Serves until dropped; on a restart request closes every listener and connection, waits,
+/// and binds the same addresses again.
+async fn supervise(
+    services: Services,
+    addrs: Vec<SocketAddr>,
+    first: Vec<TcpListener>,
+    mut restart: mpsc::UnboundedReceiver<Duration>,
+) {
+    let mut listeners = first;
+    loop {
+        let mut set = JoinSet::new();
+        services.spawn(&mut set, listeners);
+        let Some(pause) = restart.recv().await else {
+            return std::future::pending().await;
+        };
+        // Let the reply to the request that asked for the restart leave first.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        set.shutdown().await;
+        tracing::info!(pause_ms = pause.as_millis() as u64, "listeners closed by Server.restart_listeners");
+        tokio::time::sleep(pause).await;
+        listeners = Vec::new();
+        for a in &addrs {
+            let mut tries = 0;
+            loop {
+                match TcpListener::bind(a).await {
+                    Ok(l) => {
+                        listeners.push(l);
+                        break;
+                    }
+                    Err(e) if tries < 100 => {
+                        tries += 1;
+                        tracing::debug!(addr = %a, error = %e, "rebind failed, retrying");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(addr = %a, error = %e, "cannot listen again after a restart");
+                        return;
+                    }
+                }
+            }
+        }
+    }
 }
 
 async fn bind(host: &str, port: u16, what: &'static str) -> Result<TcpListener, StartError> {
@@ -125,6 +207,7 @@ impl DorisLite {
                     label_keep: config.label_keep,
                     max_running_txn_per_db: config.max_running_txn_per_db,
                     max_load_bytes: config.max_load_bytes,
+                    manual_clock: config.manual_clock,
                     ..EngineConfig::default()
                 },
                 wal,
@@ -134,42 +217,40 @@ impl DorisLite {
         let fe = bind(&config.host, config.fe_http_port, "fe_http").await?;
         let be = bind(&config.host, config.be_http_port, "be_http").await?;
         let q = bind(&config.host, config.query_port, "query").await?;
+        let fl = bind(&config.host, config.arrow_flight_sql_port, "arrow_flight_sql").await?;
         let local = |l: &TcpListener| {
             l.local_addr().map_err(|source| StartError::Bind { what: "local_addr", addr: config.host.clone(), source })
         };
-        let (fe_addr, be_addr, q_addr) = (local(&fe)?, local(&be)?, local(&q)?);
+        let (fe_addr, be_addr, q_addr, fl_addr) = (local(&fe)?, local(&be)?, local(&q)?, local(&fl)?);
         let info = Arc::new(ServerInfo {
             fe_http_port: fe_addr.port(),
             be_http_port: be_addr.port(),
             query_port: q_addr.port(),
-            flight_port: 0,
+            flight_port: fl_addr.port(),
             host: config.host.clone(),
         });
         let users: Arc<HashMap<String, String>> = Arc::new(config.users.iter().cloned().collect());
         let exec = Executor { engine: engine.clone(), info: info.clone() };
+        let (restart_tx, restart_rx) = mpsc::unbounded_channel();
+        let debug_points = DebugPoints::new(engine.clone(), restart_tx);
         let state = http::HttpState {
             engine: engine.clone(),
             exec: exec.clone(),
             users: users.clone(),
             info: info.clone(),
+            debug: debug_points.clone(),
             is_fe: true,
         };
-        let fe_router = http::router(state.clone());
-        let be_router = http::router(http::HttpState { is_fe: false, ..state });
-        let tasks = vec![
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(fe, fe_router).await {
-                    tracing::error!(error = %e, "fe http listener stopped");
-                }
-            }),
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(be, be_router).await {
-                    tracing::error!(error = %e, "be http listener stopped");
-                }
-            }),
-            tokio::spawn(mysql::serve(q, exec, users)),
-        ];
-        Ok(Handle { fe: fe_addr, be: be_addr, query: q_addr, tasks, engine })
+        let services = Services {
+            fe: http::router(state.clone()),
+            be: http::router(http::HttpState { is_fe: false, ..state }),
+            flight: flight::router(flight::FlightSql::new(exec.clone(), users.clone(), debug_points.clone())),
+            exec,
+            users,
+        };
+        let addrs = vec![fe_addr, be_addr, q_addr, fl_addr];
+        let supervisor = tokio::spawn(supervise(services, addrs, vec![fe, be, q, fl], restart_rx));
+        Ok(Handle { fe: fe_addr, be: be_addr, query: q_addr, flight: fl_addr, supervisor, engine, debug_points })
     }
 }
 
@@ -186,17 +267,30 @@ impl Handle {
     pub fn query_addr(&self) -> SocketAddr {
         self.query
     }
-    /// The engine (for embedding hosts and part 2 surfaces).
+    /// Arrow Flight SQL address.
+    pub fn flight_sql_addr(&self) -> SocketAddr {
+        self.flight
+    }
+    /// The engine (for embedding hosts).
     pub fn engine(&self) -> Arc<Engine> {
         self.engine.clone()
     }
-    /// Stops the listeners.
+    /// The debug points (fault injection), as `/api/debug_point/…` controls them.
+    pub fn debug_points(&self) -> &DebugPoints {
+        &self.debug_points
+    }
+    /// Moves the manual clock forward by `secs` seconds; returns the new time (ms since the
+    /// epoch). Fails on the system clock.
+    pub fn advance_clock(&self, secs: f64) -> Result<i64, engine::EngineError> {
+        self.engine.clock.advance((secs * 1000.0).round() as i64, None)
+    }
+    /// Current time of the engine's clock (ms since the epoch).
+    pub fn now_ms(&self) -> i64 {
+        self.engine.clock.now_ms()
+    }
+    /// Stops the listeners and closes every connection.
     pub async fn stop(self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-        for t in self.tasks {
-            let _ = t.await;
-        }
+        self.supervisor.abort();
+        let _ = self.supervisor.await;
     }
 }

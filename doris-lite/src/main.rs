@@ -20,9 +20,13 @@ struct Args {
     /// MySQL protocol port; 0 = ephemeral.
     #[arg(long, default_value_t = 9030)]
     query_port: u16,
-    /// Arrow Flight SQL port (served by part 2; accepted and reported as disabled for now).
+    /// Arrow Flight SQL port; 0 = ephemeral.
     #[arg(long, default_value_t = 8070)]
     arrow_flight_sql_port: u16,
+    /// `system`, or `manual`: commit times, the TSO and changelog TTLs follow a clock that only
+    /// `POST /api/debug/clock/advance?secs=N` moves.
+    #[arg(long, default_value = "system", value_parser = ["system", "manual"])]
+    clock: String,
     /// Keep committed data in this directory (append-only, fsynced commit log).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -62,6 +66,8 @@ async fn main() -> anyhow::Result<()> {
         fe_http_port: args.fe_http_port,
         be_http_port: args.be_http_port,
         query_port: args.query_port,
+        arrow_flight_sql_port: args.arrow_flight_sql_port,
+        manual_clock: args.clock == "manual",
         data_dir: args.data_dir,
         users,
         host: args.host,
@@ -73,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
     println!("fe_http {}", handle.fe_http_addr());
     println!("be_http {}", handle.be_http_addr());
     println!("query {}", handle.query_addr());
+    println!("flight_sql {}", handle.flight_sql_addr());
     println!("ready");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();

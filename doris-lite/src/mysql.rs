@@ -196,16 +196,9 @@ impl Connection {
     }
 }
 
-/// Accepts MySQL connections until the listener task is dropped.
+/// Accepts MySQL connections until the listener task is dropped (which closes them too).
 pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<String, String>>) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "mysql accept failed");
-                continue;
-            }
-        };
+    crate::net::serve_tcp(listener, move |stream| {
         let _ = stream.set_nodelay(true);
         let id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
         let conn = Connection {
@@ -215,7 +208,7 @@ pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<Str
             authenticated_user: Mutex::new(None),
             salt: make_salt(id),
         };
-        tokio::spawn(async move {
+        async move {
             let (r, w) = stream.into_split();
             let opts = IntermediaryOptions {
                 process_use_statement_on_query: true,
@@ -224,8 +217,9 @@ pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<Str
             if let Err(e) = AsyncMysqlIntermediary::run_with_options(conn, r, w, &opts).await {
                 tracing::debug!(error = %e, "mysql connection ended");
             }
-        });
-    }
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -866,16 +866,17 @@ impl Tso {
         SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
     }
 
-    /// Allocates the next TSO.
-    pub fn allocate(&mut self) -> i64 {
-        let candidate = Self::now_ms() << TSO_LOGICAL_BITS;
+    /// Allocates the next TSO at wall time `now_ms`.
+    pub fn allocate(&mut self, now_ms: i64) -> i64 {
+        let candidate = now_ms << TSO_LOGICAL_BITS;
         self.last = if candidate > self.last { candidate } else { self.last + 1 };
         self.last
     }
 
-    /// The last allocated TSO (or the current time when none yet).
-    pub fn current(&self) -> i64 {
-        if self.last == 0 { Self::now_ms() << TSO_LOGICAL_BITS } else { self.last }
+    /// The current TSO at wall time `now_ms`: the last allocated one, or `now_ms` with logical 0
+    /// when the clock has moved past it.
+    pub fn current(&self, now_ms: i64) -> i64 {
+        self.last.max(now_ms << TSO_LOGICAL_BITS)
     }
 
     /// Raises the floor after replaying a log.
@@ -996,8 +997,8 @@ mod tests {
     #[test]
     fn tso_is_monotonic() {
         let mut tso = Tso::default();
-        let a = tso.allocate();
-        let b = tso.allocate();
+        let a = tso.allocate(Tso::now_ms());
+        let b = tso.allocate(Tso::now_ms());
         assert!(b > a);
         assert!(a >> TSO_LOGICAL_BITS > 1_600_000_000_000);
     }

@@ -3,6 +3,7 @@
 //! time down.
 
 mod common;
+mod faults;
 mod mysql_async_driver;
 mod mysql_cli;
 mod persistence;

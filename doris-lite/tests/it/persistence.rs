@@ -14,7 +14,8 @@ struct Proc {
 
 fn spawn(dir: &Path) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_doris-lite"))
-        .args(["--fe-http-port", "0", "--be-http-port", "0", "--query-port", "0", "--data-dir"])
+        .args(["--fe-http-port", "0", "--be-http-port", "0", "--query-port", "0", "--arrow-flight-sql-port", "0"])
+        .arg("--data-dir")
         .arg(dir)
         .stdout(Stdio::piped())
         .spawn()
