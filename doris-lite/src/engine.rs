@@ -710,6 +710,7 @@ fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
             return Err(EngineError::Other("Duplicate table model don't support record historical value".into()));
         }
     }
+    check_ttl(&schema.properties)?;
     if schema.property("binlog.format").is_some_and(|f| f != "ROW" && f.eq_ignore_ascii_case("row")) {
         return Err(EngineError::Other(format!(
             "Invalid binlog format value: {}",
@@ -717,6 +718,17 @@ fn build_schema(ct: &CreateTable) -> Result<TableSchema, EngineError> {
         )));
     }
     Ok(schema)
+}
+
+/// `changelog.ttl_seconds` / `binlog.ttl_seconds` must be a positive number of seconds.
+fn check_ttl(props: &[(String, String)]) -> Result<(), EngineError> {
+    for (k, v) in props {
+        if (k == "changelog.ttl_seconds" || k == "binlog.ttl_seconds") && !v.trim().parse::<i64>().is_ok_and(|n| n > 0)
+        {
+            return Err(EngineError::Other(format!("ROW {k} must be greater than 0")));
+        }
+    }
+    Ok(())
 }
 
 /// Executes one DDL statement against the state; returns an info string.
@@ -938,6 +950,7 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
             t.touch();
         }
         AlterOp::SetProperties(props) => {
+            check_ttl(&props)?;
             for (k, v) in props {
                 if (k == "binlog.enable" || k == "changelog.enable") && changelog && v == "false" {
                     return Err(EngineError::Other("can't disable binlog when format is [Row]".into()));

@@ -129,6 +129,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/{db}/{table}/_stream_load_2pc", put(stream_load_2pc_table))
         .route("/api/{db}/get_load_state", get(get_load_state))
         .route("/api/{db}/{table}/_schema", get(table_schema))
+        .route("/api/{db}/{table}/_query_plan", post(query_plan))
         .route("/api/{catalog}/{db}/{table}/_schema", get(table_schema_catalog))
         .route("/api/backends", get(backends))
         .route("/api/health", get(health))
@@ -884,4 +885,89 @@ async fn clock_advance(
 async fn clock_now(State(st): State<HttpState>, headers: HeaderMap) -> Response {
     let _ = require_auth!(st, headers);
     envelope(0, "OK", clock_data(&st))
+}
+
+/// `_query_plan` error: envelope code 0 with `status` / `exception` inside `data` (§3.3).
+fn query_plan_error(status: i64, msg: &str) -> Response {
+    let mut m = Map::new();
+    m.insert("exception".into(), json!(msg));
+    m.insert("status".into(), json!(status));
+    ok_envelope(Json::Object(m))
+}
+
+/// Why a `_query_plan` SQL is refused, if it is: one table (the path's), no aggregation,
+/// ORDER BY, LIMIT/OFFSET, window function or EXPLAIN.
+fn query_plan_refusal(db: &str, table: &str, sql: &str) -> Option<String> {
+    let flat: String = sql.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase();
+    let padded = format!(" {} ", flat.replace('(', " ( ").replace(')', " ) ").replace(',', " , "));
+    let banned = [
+        " explain ",
+        " group by ",
+        " order by ",
+        " limit ",
+        " offset ",
+        " over ",
+        " join ",
+        " union ",
+        " count (",
+        " sum (",
+        " avg (",
+        " min (",
+        " max (",
+        " having ",
+    ];
+    if !padded.trim_start().starts_with("select ") || banned.iter().any(|b| padded.contains(b)) {
+        return Some(format!(
+            "only support single table select without aggregation, order by, limit or analytic function, but found: {sql}"
+        ));
+    }
+    let after_from = padded.split(" from ").nth(1)?.trim_start();
+    let name: String = after_from.split([' ', ';']).next().unwrap_or("").replace('`', "");
+    let (sdb, stable) = match name.rsplit_once('.') {
+        Some((d, t)) => (d.rsplit('.').next().unwrap_or(d).to_string(), t.to_string()),
+        None => (db.to_ascii_lowercase(), name.clone()),
+    };
+    if sdb != db.to_ascii_lowercase() || stable != table.to_ascii_lowercase() || padded.split(" from ").count() > 2 {
+        return Some(format!(
+            "requested database and table must consistent with sql: request [{db}.{table}], but found [{name}]"
+        ));
+    }
+    None
+}
+
+async fn query_plan(
+    State(st): State<HttpState>,
+    Path((db, table)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let _ = require_auth!(st, headers);
+    let sql = match serde_json::from_slice::<Json>(&body).ok().and_then(|v| v.get("sql")?.as_str().map(str::to_string))
+    {
+        Some(s) => s,
+        None => return query_plan_error(400, "POST body must contains [sql] root object"),
+    };
+    if let Some(why) = query_plan_refusal(&db, &table, &sql) {
+        return query_plan_error(400, &why);
+    }
+    let (tablets, version) = {
+        let st = st.engine.lock();
+        match st.table(&db, &table) {
+            Ok(t) => (t.tablets.iter().map(|tb| tb.id).collect::<Vec<_>>(), t.version),
+            Err(e) => return query_plan_error(400, &e.to_string()),
+        }
+    };
+    let mut partitions = Map::new();
+    for id in tablets {
+        partitions.insert(
+            id.to_string(),
+            json!({"routings": [format!("{}:9060", st.info.host)], "version": version, "schemaHash": 0}),
+        );
+    }
+    let plan = json!({"db": db, "table": table, "sql": sql}).to_string();
+    let mut m = Map::new();
+    m.insert("partitions".into(), Json::Object(partitions));
+    m.insert("opaqued_query_plan".into(), json!(base64::engine::general_purpose::STANDARD.encode(plan)));
+    m.insert("status".into(), json!(200));
+    ok_envelope(Json::Object(m))
 }

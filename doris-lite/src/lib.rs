@@ -2,6 +2,7 @@
 //! Stream Load and 2PC over HTTP, the FE REST endpoints and the MySQL protocol — over an
 //! in-memory store with Doris' key-model semantics. For local runs and tests only.
 
+pub mod changelog;
 pub mod ddl;
 pub mod engine;
 pub mod faults;
@@ -13,6 +14,7 @@ pub mod net;
 pub mod persist;
 pub mod sql;
 pub mod storage;
+pub mod table_refs;
 pub mod types;
 
 use std::collections::HashMap;

@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Field, Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
-    TimestampNanosecondType, TimestampSecondType,
+    DataType, Date32Type, Decimal128Type, Field, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
 };
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use async_trait::async_trait;
-use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::catalog::{
+    CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider, TableProvider,
+};
 use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
@@ -25,6 +27,7 @@ use datafusion::variable::{VarProvider, VarType};
 use crate::ddl::{ObjectName, Parser};
 use crate::engine::{Engine, EngineError, desc_type, show_create_table};
 use crate::storage::{DELETE_SIGN, KeysType, ROWID_COL, RowOp, SEQUENCE_COL, StoredRow, TableWrite};
+use crate::table_refs::RefKind;
 use crate::types::{DorisType, Value, format_date, format_datetime, format_decimal};
 
 /// The listener addresses, for SHOW FRONTENDS / BACKENDS and the HTTP APIs.
@@ -289,7 +292,8 @@ impl Session {
         Session { user: user.to_string(), db: None, vars: default_vars(), connection_id }
     }
 
-    fn var_true(&self, name: &str) -> bool {
+    /// Whether a boolean session variable is on.
+    pub fn var_true(&self, name: &str) -> bool {
         self.vars.get(name).is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
     }
 }
@@ -373,7 +377,7 @@ impl SchemaProvider for DorisSchema {
     }
 
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
-        let batch = {
+        let batches = {
             let mut st = self.engine.lock();
             let Some(d) = st.dbs.get_mut(&self.db) else {
                 return Ok(None);
@@ -389,15 +393,23 @@ impl SchemaProvider for DorisSchema {
             let Some(t) = d.tables.get_mut(&key) else {
                 return Ok(None);
             };
-            t.snapshot(self.show_hidden, false).map_err(DataFusionError::Execution)?
+            t.tablet_snapshots(self.show_hidden).map_err(DataFusionError::Execution)?
         };
-        let batch = lower_case_fields(batch)?;
-        Ok(Some(Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?)))
+        Ok(Some(mem_table(batches)?))
     }
 
     fn table_exist(&self, name: &str) -> bool {
         self.engine.lock().dbs.get(&self.db).is_some_and(|d| d.tables.keys().any(|t| t.eq_ignore_ascii_case(name)))
     }
+}
+
+/// A table over tablet batches (one partition, tablet order), with lower-case field names.
+fn mem_table(batches: Vec<RecordBatch>) -> datafusion::error::Result<Arc<dyn TableProvider>> {
+    let batches = batches.into_iter().map(lower_case_fields).collect::<datafusion::error::Result<Vec<_>>>()?;
+    let Some(schema) = batches.first().map(|b| b.schema()) else {
+        return Err(DataFusionError::Execution("a table without tablets".into()));
+    };
+    Ok(Arc::new(MemTable::try_new(schema, vec![batches])?))
 }
 
 /// Renames every field to lower case (DataFusion normalises unquoted identifiers).
@@ -455,10 +467,13 @@ fn string_batch(names: &[&str], rows: Vec<Vec<Option<String>>>) -> datafusion::e
 #[async_trait]
 impl SchemaProvider for InfoSchema {
     fn table_names(&self) -> Vec<String> {
-        vec!["schemata".into(), "tables".into(), "columns".into()]
+        vec!["schemata".into(), "tables".into(), "columns".into(), "tso_status".into()]
     }
 
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
+        if name.eq_ignore_ascii_case("tso_status") {
+            return Ok(Some(mem_table(vec![tso_status_batch(&self.engine)?])?));
+        }
         let st = self.engine.lock();
         let batch = match name.to_ascii_lowercase().as_str() {
             "schemata" => {
@@ -601,8 +616,36 @@ impl SchemaProvider for InfoSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        matches!(name.to_ascii_lowercase().as_str(), "schemata" | "tables" | "columns")
+        matches!(name.to_ascii_lowercase().as_str(), "schemata" | "tables" | "columns" | "tso_status")
     }
+}
+
+/// `information_schema.tso_status` (§5.3): one row of BIGINT columns.
+fn tso_status_batch(engine: &Engine) -> datafusion::error::Result<RecordBatch> {
+    use crate::storage::TSO_LOGICAL_BITS;
+    let now = engine.clock.now_ms();
+    let (current, committed) = {
+        let st = engine.lock();
+        let committed = st.txns.values().filter(|t| t.status == crate::engine::TxnStatus::Visible).map(|t| t.tso).max();
+        (st.tso.current(now), committed)
+    };
+    let physical = current >> TSO_LOGICAL_BITS;
+    let cols: [(&str, Option<i64>); 6] = [
+        ("WINDOW_END_PHYSICAL_TIME", Some(now.max(physical) + 3000)),
+        ("CURRENT_TSO", Some(current)),
+        ("CURRENT_TSO_PHYSICAL_TIME", Some(physical)),
+        ("CURRENT_TSO_LOGICAL_COUNTER", Some(current & ((1 << TSO_LOGICAL_BITS) - 1))),
+        ("COMMITTED_TSO", committed),
+        ("COMMITTED_TSO_PHYSICAL_TIME", committed.map(|c| c >> TSO_LOGICAL_BITS)),
+    ];
+    let schema = Arc::new(Schema::new(
+        cols.iter().map(|(n, _)| Field::new(n.to_ascii_lowercase(), DataType::Int64, true)).collect::<Vec<_>>(),
+    ));
+    let arrays: Vec<arrow::array::ArrayRef> = cols
+        .iter()
+        .map(|(_, v)| Arc::new(arrow::array::Int64Array::from(vec![*v])) as arrow::array::ArrayRef)
+        .collect();
+    Ok(RecordBatch::try_new(schema, arrays)?)
 }
 
 /// Doris' `if(cond, a, b)`.
@@ -631,10 +674,12 @@ impl ScalarUDFImpl for DorisIf {
     }
 }
 
-/// Doris' `from_unixtime(seconds[, format])` returning text (UTC).
+/// Doris' `from_unixtime(seconds[, format])` returning text in the session time zone.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct DorisFromUnixtime {
     signature: Signature,
+    /// Session time zone offset from UTC.
+    offset_us: i64,
 }
 
 /// Formats microseconds since the epoch with a MySQL `DATE_FORMAT` pattern.
@@ -689,7 +734,7 @@ impl ScalarUDFImpl for DorisFromUnixtime {
                 if secs.is_null(i) {
                     return None;
                 }
-                let us = (secs.value(i) * 1_000_000.0) as i64;
+                let us = (secs.value(i) * 1_000_000.0).floor() as i64 + self.offset_us;
                 let fmt = match &fmts {
                     Some(f) if f.is_null(i) => return None,
                     Some(f) => f.as_string::<i32>().value(i).to_string(),
@@ -705,8 +750,13 @@ impl ScalarUDFImpl for DorisFromUnixtime {
 /// Registers the scalar functions Doris users expect that DataFusion lacks or spells differently.
 pub fn register_doris_functions(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::from(DorisIf { signature: Signature::any(3, Volatility::Immutable) }));
+    register_from_unixtime(ctx, 0);
+}
+
+fn register_from_unixtime(ctx: &SessionContext, offset_ms: i64) {
     ctx.register_udf(ScalarUDF::from(DorisFromUnixtime {
         signature: Signature::one_of(vec![TypeSignature::Any(1), TypeSignature::Any(2)], Volatility::Immutable),
+        offset_us: offset_ms * 1000,
     }));
 }
 
@@ -894,27 +944,112 @@ impl Executor {
         ctx.register_variable(VarType::UserDefined, Arc::new(SessionVars(BTreeMap::new())));
         register_doris_functions(&ctx);
         register_session_functions(&ctx, s);
+        register_from_unixtime(
+            &ctx,
+            crate::changelog::tz_offset_ms(s.vars.get("time_zone").map(String::as_str).unwrap_or("UTC")),
+        );
         ctx
     }
 
     async fn run_df(&self, ctx: &SessionContext, s: &Session, sql: &str) -> Result<ResultSet, SqlError> {
+        let (schema, batches) = self.run_df_batches(ctx, s, sql).await?;
+        batches_to_result(&schema, &batches)
+    }
+
+    /// Runs a query in DataFusion; fields are named as the user wrote them in the statement,
+    /// else as the table defines them (DataFusion works in lower case).
+    async fn run_df_batches(
+        &self,
+        ctx: &SessionContext,
+        s: &Session,
+        sql: &str,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>), SqlError> {
         let db = s.db.as_deref();
         let lowered = crate::ddl::lower_quoted_idents(sql);
         let df = ctx.sql(&lowered).await.map_err(|e| df_error(e, db))?;
         let schema = df.schema().as_arrow().clone();
         let batches = df.collect().await.map_err(|e| df_error(e, db))?;
-        let mut rs = batches_to_result(&schema, &batches)?;
-        // Names are lower case inside DataFusion; show them as the user wrote them in the
-        // statement, else as the table defines them.
         let originals = self.column_spellings();
-        for (name, _) in rs.columns.iter_mut() {
-            if let Some(spelled) = spelling_in_sql(sql, name) {
-                *name = spelled;
-            } else if let Some(orig) = originals.get(name.as_str()) {
-                *name = orig.clone();
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let name = spelling_in_sql(sql, f.name())
+                    .or_else(|| originals.get(f.name().as_str()).cloned())
+                    .unwrap_or_else(|| f.name().clone());
+                f.as_ref().clone().with_name(name)
+            })
+            .collect();
+        let schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+        let batches = batches
+            .into_iter()
+            .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| SqlError::other(e.to_string()))?;
+        Ok((schema, batches))
+    }
+
+    /// Runs a SELECT, with `TABLET(...)` and `@incr(...)` references, into Arrow batches.
+    pub async fn query_batches(&self, s: &Session, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>), SqlError> {
+        let ctx = self.context(s);
+        let (sql, refs) = crate::table_refs::extract(sql)?;
+        if !refs.is_empty() {
+            let schema = Arc::new(MemorySchemaProvider::new());
+            for r in &refs {
+                let db = match &r.db {
+                    Some(d) => d.clone(),
+                    None => s.db.clone().ok_or(EngineError::NoDatabase)?,
+                };
+                let batches = match &r.kind {
+                    RefKind::Tablets(ids) => {
+                        self.tablet_batches(&db, &r.table, ids, s.var_true("show_hidden_columns"))?
+                    }
+                    RefKind::Incr(pairs) => vec![crate::changelog::read(&self.engine, &db, &r.table, pairs, s).await?],
+                };
+                let name = r.relation.rsplit('.').next().unwrap_or_default().to_string();
+                let table = mem_table(batches).map_err(|e| SqlError::other(e.to_string()))?;
+                schema.register_table(name, table).map_err(|e| SqlError::other(e.to_string()))?;
+            }
+            let catalog = MemoryCatalogProvider::new();
+            catalog.register_schema("refs", schema).map_err(|e| SqlError::other(e.to_string()))?;
+            ctx.register_catalog("__dl", Arc::new(catalog));
+        }
+        self.run_df_batches(&ctx, s, &sql).await
+    }
+
+    /// The snapshots of the named tablets of a table.
+    fn tablet_batches(&self, db: &str, table: &str, ids: &[i64], hidden: bool) -> Result<Vec<RecordBatch>, SqlError> {
+        let mut st = self.engine.lock();
+        let t = st.table_mut(db, table)?;
+        let all = t.tablet_snapshots(hidden).map_err(SqlError::other)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            match t.tablets.iter().position(|tb| tb.id == *id) {
+                Some(i) => out.push(all[i].clone()),
+                None => {
+                    return Err(SqlError::other(format!("tablet [{id}] does not exist in table [{table}]")));
+                }
             }
         }
-        Ok(rs)
+        Ok(out)
+    }
+
+    /// Runs one statement for Arrow Flight SQL: query results as Arrow batches, other results as
+    /// UTF-8 columns, statements without a result as the one-column `StatusResult` table (`0`).
+    pub async fn execute_arrow(&self, s: &mut Session, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>), SqlError> {
+        let trimmed = sql.trim().trim_end_matches(';').trim();
+        let stripped = strip_leading_comments(trimmed);
+        let first: String = stripped.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+        if ["SELECT", "WITH", "VALUES"].iter().any(|k| first.eq_ignore_ascii_case(k)) || stripped.starts_with('(') {
+            return self.query_batches(s, stripped).await;
+        }
+        let rs = match self.execute(s, sql).await? {
+            Outcome::Rows(rs) => rs,
+            Outcome::Done { .. } => ResultSet::strings(&["StatusResult"], vec![vec![Some("0".into())]]),
+        };
+        let names: Vec<&str> = rs.columns.iter().map(|(n, _)| n.as_str()).collect();
+        let batch = string_batch(&names, rs.rows).map_err(|e| SqlError::other(e.to_string()))?;
+        Ok((batch.schema(), vec![batch]))
     }
 
     fn column_spellings(&self) -> std::collections::HashMap<String, String> {
@@ -930,6 +1065,9 @@ impl Executor {
                 }
             }
         }
+        for n in [crate::changelog::BINLOG_OP, crate::changelog::BINLOG_TSO, crate::changelog::BINLOG_LSN] {
+            m.entry(n.to_ascii_lowercase()).or_insert_with(|| n.to_string());
+        }
         for n in INFO_SCHEMA_UPPER {
             m.entry(n.to_ascii_lowercase()).or_insert_with(|| n.to_string());
         }
@@ -937,8 +1075,8 @@ impl Executor {
     }
 
     async fn query(&self, s: &Session, sql: &str) -> Result<Outcome, SqlError> {
-        let ctx = self.context(s);
-        Ok(Outcome::Rows(self.run_df(&ctx, s, sql).await?))
+        let (schema, batches) = self.query_batches(s, sql).await?;
+        Ok(Outcome::Rows(batches_to_result(&schema, &batches)?))
     }
 
     fn set(&self, s: &mut Session, p: &mut Parser<'_>) -> Result<Outcome, SqlError> {
@@ -1611,6 +1749,12 @@ impl Executor {
 }
 
 const INFO_SCHEMA_UPPER: &[&str] = &[
+    "WINDOW_END_PHYSICAL_TIME",
+    "CURRENT_TSO",
+    "CURRENT_TSO_PHYSICAL_TIME",
+    "CURRENT_TSO_LOGICAL_COUNTER",
+    "COMMITTED_TSO",
+    "COMMITTED_TSO_PHYSICAL_TIME",
     "CATALOG_NAME",
     "SCHEMA_NAME",
     "DEFAULT_CHARACTER_SET_NAME",

@@ -391,6 +391,7 @@ pub struct Table {
     pub last_commit_ms: i64,
     random_cursor: usize,
     snapshot: Option<(u64, bool, RecordBatch)>,
+    tablet_snapshots: Option<(u64, bool, Vec<RecordBatch>)>,
 }
 
 fn hidden_value(name: &str, row: &StoredRow) -> Value {
@@ -426,6 +427,7 @@ impl Table {
             last_commit_ms: 0,
             random_cursor: 0,
             snapshot: None,
+            tablet_snapshots: None,
         }
     }
 
@@ -694,8 +696,7 @@ impl Table {
 
     /// Arrow schema of a snapshot.
     pub fn arrow_schema(&self, with_hidden: bool, with_rowid: bool) -> SchemaRef {
-        let mut fields: Vec<Field> =
-            self.schema.columns.iter().map(|c| Field::new(&c.name, c.ty.arrow_type(), true)).collect();
+        let mut fields: Vec<Field> = self.schema.columns.iter().map(|c| c.ty.arrow_field(&c.name)).collect();
         if with_hidden {
             for (name, ty) in self.schema.hidden_columns() {
                 fields.push(Field::new(name, ty.arrow_type(), true));
@@ -748,6 +749,37 @@ impl Table {
             self.snapshot = Some((self.data_version, with_hidden, batch.clone()));
         }
         Ok(batch)
+    }
+}
+
+impl Table {
+    /// The committed rows of each tablet as one RecordBatch, in tablet order (cached per data
+    /// version): what full scans and `TABLET(...)` reads are served from.
+    pub fn tablet_snapshots(&mut self, with_hidden: bool) -> Result<Vec<RecordBatch>, String> {
+        if let Some((v, h, b)) = &self.tablet_snapshots
+            && *v == self.data_version
+            && *h == with_hidden
+        {
+            return Ok(b.clone());
+        }
+        let schema = self.arrow_schema(with_hidden, false);
+        let hidden = if with_hidden { self.schema.hidden_columns() } else { Vec::new() };
+        let ncols = self.schema.columns.len();
+        let mut out = Vec::with_capacity(self.tablets.len());
+        for tablet in &self.tablets {
+            let rows: Vec<&StoredRow> = tablet.live_rows().collect();
+            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(ncols + hidden.len());
+            for (ci, c) in self.schema.columns.iter().enumerate() {
+                arrays.push(build_array(&c.ty, rows.iter().map(|r| &r.values[ci]))?);
+            }
+            for (name, ty) in &hidden {
+                let hv: Vec<Value> = rows.iter().map(|r| hidden_value(name, r)).collect();
+                arrays.push(build_array(ty, hv.iter())?);
+            }
+            out.push(RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())?);
+        }
+        self.tablet_snapshots = Some((self.data_version, with_hidden, out.clone()));
+        Ok(out)
     }
 }
 

@@ -56,6 +56,9 @@ pub enum DorisType {
     Other(String),
 }
 
+/// Field metadata key naming the Doris type of a column.
+pub const DORIS_TYPE_KEY: &str = "doris_type";
+
 impl DorisType {
     /// Parses a type name and its parenthesised arguments (already split by the DDL parser).
     pub fn from_parts(name: &str, args: &[u32], raw: &str) -> Result<DorisType, String> {
@@ -224,6 +227,19 @@ impl DorisType {
             DorisType::DateTime(_) => DataType::Timestamp(TimeUnit::Microsecond, None),
             _ => DataType::Utf8,
         }
+    }
+
+    /// The Arrow field of a column of this type: [`DorisType::arrow_type`], with a `doris_type`
+    /// metadata entry where the Flight SQL mapping (§4.5) differs from the query one.
+    pub fn arrow_field(&self, name: &str) -> arrow::datatypes::Field {
+        let f = arrow::datatypes::Field::new(name, self.arrow_type(), true);
+        let tag = match self {
+            DorisType::LargeInt => "LARGEINT".to_string(),
+            DorisType::Json => "JSON".to_string(),
+            DorisType::DateTime(p) => format!("DATETIMEV2({p})"),
+            _ => return f,
+        };
+        f.with_metadata([(DORIS_TYPE_KEY.to_string(), tag)].into_iter().collect())
     }
 
     /// Parses the text form of a value (CSV field, JSON scalar, SQL literal) into this type.

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Mutex;
 
 use doris_lite::{Config, DorisLite, Handle};
 use serde_json::Value;
@@ -62,6 +63,14 @@ impl Server {
 
     pub fn query_port(&self) -> u16 {
         self.h().query_addr().port()
+    }
+
+    pub fn flight_port(&self) -> u16 {
+        self.h().flight_sql_addr().port()
+    }
+
+    pub fn handle(&self) -> &Handle {
+        self.h()
     }
 
     /// Writes a file under the test's temp dir.
@@ -144,4 +153,66 @@ pub fn args(a: &[&str]) -> Vec<String> {
 /// Keys of a JSON object in order.
 pub fn keys(v: &Value) -> Vec<String> {
     v.as_object().expect("object").keys().cloned().collect()
+}
+
+/// `$SLUICE_TEST_VENV`, else `<target dir>/../doris-lite-venv`.
+fn venv_dir() -> PathBuf {
+    if let Ok(v) = std::env::var("SLUICE_TEST_VENV") {
+        return PathBuf::from(v);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| {
+        // target/<profile>/deps/it-<hash>
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.ancestors().nth(3).map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("target"))
+    });
+    target.join("..").join("doris-lite-venv")
+}
+
+/// The Python client libraries the tests use: (import name, PyPI name).
+const PY_PACKAGES: &[(&str, &str)] = &[
+    ("pymysql", "pymysql"),
+    ("pyarrow.flight", "pyarrow"),
+    ("adbc_driver_flightsql.dbapi", "adbc_driver_flightsql"),
+    ("adbc_driver_manager", "adbc_driver_manager"),
+];
+
+static VENV: Mutex<()> = Mutex::new(());
+
+/// A virtualenv's python with pymysql, pyarrow and the ADBC Flight SQL driver, made and
+/// filled from PyPI on first use.
+pub fn python() -> PathBuf {
+    let _guard = VENV.lock().unwrap_or_else(|e| e.into_inner());
+    let venv = venv_dir();
+    let python = venv.join("bin").join("python");
+    let imports = PY_PACKAGES.iter().map(|(m, _)| format!("import {m}")).collect::<Vec<_>>().join("; ");
+    let ready = |py: &PathBuf| Command::new(py).args(["-c", &imports]).status().is_ok_and(|s| s.success());
+    if python.exists() && ready(&python) {
+        return python;
+    }
+    if !python.exists() {
+        let st = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 is required for the Python client tests");
+        assert!(st.success(), "python3 -m venv {} failed (install python3-venv)", venv.display());
+    }
+    let st = Command::new(venv.join("bin").join("pip"))
+        .args(["install", "--quiet"])
+        .args(PY_PACKAGES.iter().map(|(_, p)| *p))
+        .status()
+        .expect("pip");
+    assert!(st.success(), "pip install of the Python test clients failed");
+    assert!(ready(&python), "the Python test clients do not import");
+    python
+}
+
+/// Runs a Python script with arguments; panics with its output unless it exits 0. Returns stdout.
+pub fn run_python(script: &str, args: &[String]) -> String {
+    let out = Command::new(python()).arg("-c").arg(script).args(args).output().expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "python failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
 }

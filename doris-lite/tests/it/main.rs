@@ -4,6 +4,7 @@
 
 mod common;
 mod faults;
+mod flight;
 mod mysql_async_driver;
 mod mysql_cli;
 mod persistence;
