@@ -3,6 +3,8 @@
 pub mod cli;
 pub mod doris;
 pub mod pipeline;
+pub mod runtime;
+pub mod state;
 pub mod wasm;
 
 /// The unit of data inside Sluice: an Arrow record batch for one table plus a row kind per row.

@@ -1,6 +1,9 @@
 //! The command line: `sluice plugin inspect`, `sluice plugin test`.
 
 mod plugin;
+mod run;
+
+pub use run::metrics_text;
 
 use std::process::ExitCode;
 
@@ -16,6 +19,25 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a pipeline: until its sources are exhausted, or until SIGINT/SIGTERM.
+    Run {
+        /// The pipeline file.
+        file: std::path::PathBuf,
+        /// No status lines.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Log format: `text` or `json`.
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        log_format: String,
+        /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9249).
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
+    },
+    /// Check a pipeline without moving data: the file, the plugins, the Doris tables.
+    Check {
+        /// The pipeline file.
+        file: std::path::PathBuf,
+    },
     /// Work with plugins (WebAssembly transforms and decoders).
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
@@ -24,8 +46,11 @@ enum Command {
 /// Run the command line and return the process exit code. Errors are one clear line on stderr.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let json = matches!(&cli.command, Command::Run { log_format, .. } if log_format == "json");
+    init_logging(json);
     let result = match cli.command {
+        Command::Run { file, quiet, metrics_addr, .. } => run::run(file, quiet, metrics_addr),
+        Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),
     };
     match result {
@@ -37,9 +62,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn,doris_lite=warn"));
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let _ = if json { fmt.json().try_init() } else { fmt.try_init() };
 }

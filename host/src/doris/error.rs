@@ -22,6 +22,9 @@ pub enum DorisError {
     #[error("stream load of `{table}` (label `{label}`) failed: {status}: {message}{errors}")]
     LoadFailed { table: String, label: String, status: String, message: String, errors: String },
 
+    #[error("table `{table}`: {message}")]
+    Table { table: String, message: String },
+
     #[error("transaction {txn_id} in database `{db}`: {operation} failed: {message}")]
     Txn { db: String, txn_id: i64, operation: &'static str, message: String },
 }

@@ -133,6 +133,22 @@ pub struct StreamLoadClient {
     fenodes: Vec<String>,
     credentials: Credentials,
     read_timeout: Duration,
+    /// BE addresses loads go to directly (`auto_redirect = false`); empty = through the FE.
+    backends: Vec<String>,
+}
+
+/// What the sink needs to know about a target table (`GET /api/{db}/{table}/_schema`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableInfo {
+    /// `DUP_KEYS`, `UNIQUE_KEYS` or `AGG_KEYS`.
+    pub keys_type: String,
+    pub columns: Vec<String>,
+}
+
+impl TableInfo {
+    pub fn is_unique(&self) -> bool {
+        self.keys_type.eq_ignore_ascii_case("UNIQUE_KEYS")
+    }
 }
 
 #[derive(Deserialize)]
@@ -154,11 +170,81 @@ impl StreamLoadClient {
             .connect_timeout(connect_timeout)
             .build()
             .map_err(|e| DorisError::Connect { url: fenodes.join(","), detail: e.to_string() })?;
-        Ok(Self { http, fenodes, credentials, read_timeout })
+        Ok(Self { http, fenodes, credentials, read_timeout, backends: Vec::new() })
     }
 
     fn fe(&self) -> &str {
         self.fenodes.first().map(String::as_str).unwrap_or("127.0.0.1:8030")
+    }
+
+    /// Send loads straight to these BEs (`host:webserver_port`) instead of through the FE.
+    pub fn with_backends(mut self, backends: Vec<String>) -> Self {
+        self.backends = backends;
+        self
+    }
+
+    /// A GET on the FE REST API, unwrapping Doris' `{code, msg, data}` envelope.
+    async fn rest_get(&self, path: &str) -> Result<serde_json::Value, DorisError> {
+        let url = format!("http://{}{path}", self.fe());
+        let resp = self
+            .http
+            .get(&url)
+            .header(AUTHORIZATION, self.credentials.basic())
+            .timeout(self.read_timeout)
+            .send()
+            .await
+            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() });
+        }
+        let envelope: serde_json::Value = serde_json::from_str(&text).map_err(|e| DorisError::Protocol {
+            url: url.clone(),
+            detail: format!("{e}: {}", text.chars().take(300).collect::<String>()),
+        })?;
+        match envelope.get("code").and_then(|c| c.as_i64()) {
+            Some(0) => Ok(envelope.get("data").cloned().unwrap_or_default()),
+            Some(401) => Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() }),
+            _ => {
+                let data = envelope.get("data").and_then(|d| d.as_str()).unwrap_or_default();
+                let msg = envelope.get("msg").and_then(|d| d.as_str()).unwrap_or_default();
+                Err(DorisError::Http { url, status: status.as_u16(), body: format!("{msg}: {data}") })
+            }
+        }
+    }
+
+    /// The key model and columns of `db.table`.
+    pub async fn table_info(&self, db: &str, table: &str) -> Result<TableInfo, DorisError> {
+        let data = self.rest_get(&format!("/api/{db}/{table}/_schema")).await.map_err(|e| match e {
+            DorisError::Http { body, .. } => DorisError::Table {
+                table: format!("{db}.{table}"),
+                message: format!("{body}; create it first, or fix `table`"),
+            },
+            other => other,
+        })?;
+        let keys_type = data.get("keysType").and_then(|k| k.as_str()).unwrap_or("DUP_KEYS").to_string();
+        let columns = data
+            .get("properties")
+            .and_then(|p| p.as_array())
+            .map(|cols| cols.iter().filter_map(|c| c.get("name")?.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        Ok(TableInfo { keys_type, columns })
+    }
+
+    /// The alive BEs, from `GET /api/backends?is_alive=true` (for `auto_redirect = false`).
+    pub async fn discover_backends(&self) -> Result<Vec<String>, DorisError> {
+        let data = self.rest_get("/api/backends?is_alive=true").await?;
+        Ok(data
+            .get("backends")
+            .and_then(|b| b.as_array())
+            .map(|bes| {
+                bes.iter()
+                    .filter(|b| b.get("is_alive").and_then(|a| a.as_bool()).unwrap_or(true))
+                    .filter_map(|b| Some(format!("{}:{}", b.get("ip")?.as_str()?, b.get("http_port")?.as_u64()?)))
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     /// Ask the FE where the body of a Stream Load to `db.table` goes: the BE URL of its 307
@@ -204,14 +290,23 @@ impl StreamLoadClient {
     /// Stream `body` into `db.table` with the given Stream Load headers (`label`, `format`,
     /// `two_phase_commit` …). A reply that is not `Success` / `Publish Timeout` is returned as
     /// is: the caller decides what `Label Already Exists` means for it.
+    ///
+    /// `timeout` bounds the whole request; a streamed body is bounded by its producer instead.
     pub async fn load(
         &self,
         db: &str,
         table: &str,
         headers: &[(String, String)],
         body: reqwest::Body,
+        timeout: Option<Duration>,
     ) -> Result<LoadResponse, DorisError> {
-        let be = self.resolve_be(db, table).await?;
+        let be = if self.backends.is_empty() {
+            self.resolve_be(db, table).await?
+        } else {
+            let be = &self.backends[fastrand::usize(..self.backends.len())];
+            let url = format!("http://{be}/api/{db}/{table}/_stream_load");
+            reqwest::Url::parse(&url).map_err(|e| DorisError::Protocol { url, detail: e.to_string() })?
+        };
         let url = be.to_string();
         let mut map = HeaderMap::new();
         for (k, v) in headers {
@@ -225,15 +320,11 @@ impl StreamLoadClient {
         }
         map.insert(AUTHORIZATION, self.credentials.basic());
         map.insert(EXPECT, HeaderValue::from_static("100-continue"));
-        let resp = self
-            .http
-            .put(be)
-            .headers(map)
-            .body(body)
-            .timeout(self.read_timeout)
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let mut request = self.http.put(be).headers(map).body(body);
+        if let Some(t) = timeout {
+            request = request.timeout(t);
+        }
+        let resp = request.send().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
         if status == reqwest::StatusCode::UNAUTHORIZED {
@@ -264,6 +355,32 @@ impl StreamLoadClient {
     /// Abort a pre-committed transaction. "Already aborted" and "not found" count as done.
     pub async fn abort(&self, db: &str, txn_id: i64) -> Result<TxnOutcome, DorisError> {
         self.txn(db, txn_id, "abort").await
+    }
+
+    /// Abort whatever transaction carries `label`. "Already aborted" and "not found" count as done;
+    /// a label whose transaction is already committed is an error.
+    pub async fn abort_label(&self, db: &str, label: &str) -> Result<TxnOutcome, DorisError> {
+        let url = format!("http://{}/api/{db}/_stream_load_2pc", self.fe());
+        let resp = self
+            .http
+            .put(&url)
+            .header(AUTHORIZATION, self.credentials.basic())
+            .header("label", label)
+            .header("txn_operation", "abort")
+            .header(reqwest::header::CONTENT_LENGTH, "0")
+            .timeout(self.read_timeout)
+            .send()
+            .await
+            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let reply: TxnReply = serde_json::from_str(&text)
+            .map_err(|e| DorisError::Protocol { url: url.clone(), detail: format!("{e}: {text}") })?;
+        classify_txn(db, -1, "abort", reply).map_err(|e| match e {
+            DorisError::Txn { db, message, .. } => {
+                DorisError::Txn { db, txn_id: -1, operation: "abort", message: format!("label `{label}`: {message}") }
+            }
+            other => other,
+        })
     }
 
     async fn txn(&self, db: &str, txn_id: i64, operation: &'static str) -> Result<TxnOutcome, DorisError> {
@@ -305,7 +422,8 @@ impl StreamLoadClient {
 }
 
 fn classify_txn(db: &str, txn_id: i64, operation: &'static str, reply: TxnReply) -> Result<TxnOutcome, DorisError> {
-    if reply.status == "Success" {
+    // `Publish Timeout`: committed; the rows become visible shortly.
+    if reply.status == "Success" || (operation == "commit" && reply.status == "Publish Timeout") {
         return Ok(TxnOutcome::Done);
     }
     let msg = reply.msg.to_ascii_lowercase();

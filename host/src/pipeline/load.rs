@@ -313,6 +313,7 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
         if d.enable.batch_mode && d.flush.queue_size == 0 {
             return Err(("sink.flush.queue_size".into(), "must be at least 1".into()));
         }
+        crate::doris::sink::SinkSettings::new(d, "sluice", std::time::Duration::from_secs(1))?;
     }
     Ok(())
 }

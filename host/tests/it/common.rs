@@ -1,8 +1,11 @@
 //! Shared fixtures: the plugins built once per test process, a runtime with a shared cache.
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
+use sluice::doris::{Credentials, StreamLoadClient};
 use sluice::wasm::{ComponentCache, Plugin, PluginLimits, PluginRuntime};
 use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
 use sluice_guest::types::{arrow_schema, parse_columns};
@@ -64,4 +67,68 @@ pub fn lines(batches: &[Batch]) -> Vec<String> {
             })
         })
         .collect()
+}
+
+/// doris-lite in this process, with `test.t` created.
+pub struct Doris {
+    pub handle: Option<doris_lite::Handle>,
+}
+
+impl Doris {
+    pub async fn start() -> Self {
+        let handle = doris_lite::DorisLite::start(doris_lite::Config::ephemeral()).await.expect("doris-lite starts");
+        let d = Doris { handle: Some(handle) };
+        d.sql("CREATE DATABASE test");
+        d.sql("CREATE TABLE test.t (id INT, name VARCHAR(32)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+        d
+    }
+
+    pub fn h(&self) -> &doris_lite::Handle {
+        self.handle.as_ref().expect("running")
+    }
+
+    pub fn client(&self, password: &str) -> StreamLoadClient {
+        StreamLoadClient::new(
+            vec![self.h().fe_http_addr().to_string()],
+            Credentials::new("root", password),
+            Duration::from_secs(5),
+            Duration::from_secs(30),
+        )
+        .unwrap()
+    }
+
+    /// Rows through the mysql CLI, tab separated.
+    pub fn sql(&self, sql: &str) -> Vec<String> {
+        let out = Command::new("mysql")
+            .args(["-h127.0.0.1", "-P", &self.h().query_addr().port().to_string(), "-uroot", "-N", "-B", "-e", sql])
+            .output()
+            .expect("the mysql CLI is installed");
+        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    }
+}
+
+impl Doris {
+    /// Transactions still pre-committed or loading.
+    pub fn open_txns(&self) -> Vec<String> {
+        use doris_lite::engine::TxnStatus;
+        let engine = self.h().engine();
+        let st = engine.lock();
+        st.txns
+            .values()
+            .filter(|t| matches!(t.status, TxnStatus::Precommitted | TxnStatus::Prepare))
+            .map(|t| format!("{} ({:?})", t.label, t.status))
+            .collect()
+    }
+
+    pub fn fenodes(&self) -> String {
+        format!("[\"{}\"]", self.h().fe_http_addr())
+    }
+}
+
+/// Write `text` as `pipeline.toml` in `dir`.
+pub fn pipeline_file(dir: &std::path::Path, text: &str) -> PathBuf {
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, text).unwrap();
+    path
 }

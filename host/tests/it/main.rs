@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod decoders;
+mod pipeline;
 mod sandbox;
 mod stream_load;
 mod transforms;

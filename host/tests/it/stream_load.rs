@@ -1,47 +1,10 @@
 //! The Stream Load client against doris-lite: FE redirect, 2PC, labels, errors.
 
-use std::process::Command;
 use std::time::Duration;
 
 use sluice::doris::{Credentials, DorisError, LoadStatus, StreamLoadClient, TxnOutcome};
 
-struct Doris {
-    handle: Option<doris_lite::Handle>,
-}
-
-impl Doris {
-    async fn start() -> Self {
-        let handle = doris_lite::DorisLite::start(doris_lite::Config::ephemeral()).await.expect("doris-lite starts");
-        let d = Doris { handle: Some(handle) };
-        d.sql("CREATE DATABASE test");
-        d.sql("CREATE TABLE test.t (id INT, name VARCHAR(32)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
-        d
-    }
-
-    fn h(&self) -> &doris_lite::Handle {
-        self.handle.as_ref().expect("running")
-    }
-
-    fn client(&self, password: &str) -> StreamLoadClient {
-        StreamLoadClient::new(
-            vec![self.h().fe_http_addr().to_string()],
-            Credentials::new("root", password),
-            Duration::from_secs(5),
-            Duration::from_secs(30),
-        )
-        .unwrap()
-    }
-
-    /// Rows through the mysql CLI, tab separated.
-    fn sql(&self, sql: &str) -> Vec<String> {
-        let out = Command::new("mysql")
-            .args(["-h127.0.0.1", "-P", &self.h().query_addr().port().to_string(), "-uroot", "-N", "-B", "-e", sql])
-            .output()
-            .expect("the mysql CLI is installed");
-        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
-    }
-}
+use crate::common::Doris;
 
 fn headers(label: &str, two_phase: bool) -> Vec<(String, String)> {
     vec![
@@ -55,7 +18,7 @@ fn headers(label: &str, two_phase: bool) -> Vec<(String, String)> {
 async fn two_phase_load_is_invisible_until_committed_and_commit_is_idempotent() {
     let doris = Doris::start().await;
     let client = doris.client("");
-    let reply = client.load("test", "t", &headers("l1", true), "1,a\n2,b\n".into()).await.unwrap();
+    let reply = client.load("test", "t", &headers("l1", true), "1,a\n2,b\n".into(), None).await.unwrap();
     assert_eq!(reply.load_status(), LoadStatus::Success);
     assert_eq!(reply.two_phase_commit.as_deref(), Some("true"));
     assert_eq!(reply.number_loaded_rows, 2);
@@ -67,7 +30,7 @@ async fn two_phase_load_is_invisible_until_committed_and_commit_is_idempotent() 
     assert_eq!(client.commit("test", reply.txn_id).await.unwrap(), TxnOutcome::AlreadyDone);
 
     // The label is spent: reusing it says FINISHED and names the transaction.
-    let again = client.load("test", "t", &headers("l1", true), "3,c\n".into()).await.unwrap();
+    let again = client.load("test", "t", &headers("l1", true), "3,c\n".into(), None).await.unwrap();
     assert_eq!(again.load_status(), LoadStatus::LabelAlreadyExists { existing: "FINISHED".into() });
     assert_eq!(again.existing_txn_id(), Some(reply.txn_id));
     assert_eq!(doris.sql("SELECT count(*) FROM test.t"), ["2"]);
@@ -78,7 +41,7 @@ async fn two_phase_load_is_invisible_until_committed_and_commit_is_idempotent() 
 async fn aborted_transactions_stay_invisible_and_a_late_commit_says_why() {
     let doris = Doris::start().await;
     let client = doris.client("");
-    let reply = client.load("test", "t", &headers("l2", true), "1,a\n".into()).await.unwrap();
+    let reply = client.load("test", "t", &headers("l2", true), "1,a\n".into(), None).await.unwrap();
     assert_eq!(client.abort("test", reply.txn_id).await.unwrap(), TxnOutcome::Done);
     assert_eq!(client.abort("test", reply.txn_id).await.unwrap(), TxnOutcome::AlreadyDone);
     let err = client.commit("test", reply.txn_id).await.unwrap_err();
@@ -88,7 +51,7 @@ async fn aborted_transactions_stay_invisible_and_a_late_commit_says_why() {
     assert!(text.contains("pre-commit timeout"), "{text}");
     assert_eq!(doris.sql("SELECT count(*) FROM test.t"), ["0"]);
     // An aborted label may be used again.
-    let reuse = client.load("test", "t", &headers("l2", false), "5,e\n".into()).await.unwrap();
+    let reuse = client.load("test", "t", &headers("l2", false), "5,e\n".into(), None).await.unwrap();
     assert!(reuse.is_success(), "{reuse:?}");
     assert_eq!(doris.sql("SELECT id FROM test.t"), ["5"]);
     doris.handle.unwrap().stop().await;
@@ -97,11 +60,12 @@ async fn aborted_transactions_stay_invisible_and_a_late_commit_says_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_carry_dorises_words_and_never_the_password() {
     let doris = Doris::start().await;
-    let err = doris.client("s3cret-pw").load("test", "t", &headers("l3", false), "1,a\n".into()).await.unwrap_err();
+    let err =
+        doris.client("s3cret-pw").load("test", "t", &headers("l3", false), "1,a\n".into(), None).await.unwrap_err();
     assert!(matches!(err, DorisError::Unauthorized { .. }), "{err}");
     assert!(!err.to_string().contains("s3cret-pw") && !format!("{err:?}").contains("s3cret-pw"), "{err:?}");
 
-    let bad = doris.client("").load("test", "t", &headers("l4", false), "1,a,extra\nx,y\n".into()).await.unwrap();
+    let bad = doris.client("").load("test", "t", &headers("l4", false), "1,a,extra\nx,y\n".into(), None).await.unwrap();
     assert_eq!(bad.load_status(), LoadStatus::Fail);
     assert!(bad.message.contains("too many filtered rows"), "{}", bad.message);
     let log = doris.client("").error_log(bad.error_url.as_deref().expect("an ErrorURL"), 5).await;
@@ -114,7 +78,7 @@ async fn failures_carry_dorises_words_and_never_the_password() {
         Duration::from_secs(2),
     )
     .unwrap();
-    let err = unreachable.load("test", "t", &headers("l5", false), "1,a\n".into()).await.unwrap_err();
+    let err = unreachable.load("test", "t", &headers("l5", false), "1,a\n".into(), None).await.unwrap_err();
     assert!(err.to_string().starts_with("Doris at http://127.0.0.1:1/api/test/t/_stream_load: "), "{err}");
     doris.handle.unwrap().stop().await;
 }

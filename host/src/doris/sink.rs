@@ -1,0 +1,791 @@
+//! The Doris sink: one writer per worker, one Stream Load per target table at a time.
+//!
+//! Streaming mode (default): the first batch of a checkpoint interval opens a chunked Stream Load
+//! whose body is fed from `buffer_count` buffers of `buffer_size` bytes, so a slow Doris slows the
+//! pipeline instead of filling memory. At the checkpoint barrier the body is ended; with 2PC the
+//! load is then pre-committed and its label and transaction id go into the checkpoint, to be
+//! committed once the checkpoint is durable. Every label is journaled in the state dir before its
+//! load starts.
+//!
+//! Batch mode (`enable.batch_mode`): rows are buffered and loaded when `buffer_flush.max_rows`,
+//! `max_bytes` or `interval` is reached, with at most `flush.queue_size` loads in flight. A retry
+//! reuses its label, so a retry after a lost reply is answered `Label Already Exists` and loads
+//! nothing twice.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow::array::BooleanArray;
+use arrow::compute::filter_record_batch;
+use bytes::Bytes;
+use flate2::write::GzEncoder;
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::DorisError;
+use super::format::{BodyEncoder, BodyFormat, DELETE_SIGN};
+use super::stream_load::{LoadResponse, LoadStatus, StreamLoadClient, TableInfo};
+use crate::pipeline::DorisSink;
+use crate::state::{LabelEntry, StateDir, Txn};
+use crate::{Batch, RowKind};
+
+/// A sink failure. `retryable` ones (Doris unreachable, a failed load) restart the pipeline from
+/// its last checkpoint, up to `max_retries` times.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SinkError {
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl SinkError {
+    fn fatal(message: impl Into<String>) -> anyhow::Error {
+        SinkError { message: message.into(), retryable: false }.into()
+    }
+
+    fn retry(message: impl Into<String>) -> anyhow::Error {
+        SinkError { message: message.into(), retryable: true }.into()
+    }
+
+    fn from_doris(e: DorisError) -> anyhow::Error {
+        let retryable = matches!(
+            e,
+            DorisError::Connect { .. }
+                | DorisError::Timeout { .. }
+                | DorisError::Http { .. }
+                | DorisError::Protocol { .. }
+                | DorisError::LoadFailed { .. }
+        );
+        SinkError { message: e.to_string(), retryable }.into()
+    }
+}
+
+/// Batch-mode flush thresholds.
+#[derive(Debug, Clone)]
+pub struct BatchMode {
+    pub max_rows: u64,
+    pub max_bytes: u64,
+    pub interval: Duration,
+    pub queue_size: usize,
+}
+
+/// A sink's settings, resolved from its `[[sink]]` table.
+#[derive(Debug, Clone)]
+pub struct SinkSettings {
+    pub default_db: String,
+    pub default_table: String,
+    pub label_prefix: String,
+    pub two_phase: bool,
+    pub enable_delete: bool,
+    pub ignore_update_before: bool,
+    pub buffer_size: usize,
+    pub buffer_count: usize,
+    pub max_retries: u32,
+    pub batch_mode: Option<BatchMode>,
+    /// `properties.*`, sent as Stream Load headers.
+    pub properties: Vec<(String, String)>,
+    pub format: BodyFormat,
+    pub gzip: bool,
+    pub group_commit: bool,
+    pub user_columns: bool,
+    pub read_timeout: Duration,
+}
+
+/// The label grammar of Doris: `^[-_A-Za-z0-9:]{1,128}$`.
+pub fn is_valid_label(label: &str) -> bool {
+    !label.is_empty() && label.len() <= 128 && label.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_:".contains(&b))
+}
+
+fn label_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+impl SinkSettings {
+    /// Resolve a sink config. `default_prefix` is the pipeline's stable id.
+    pub fn new(cfg: &DorisSink, default_prefix: &str, read_timeout: Duration) -> Result<Self, (String, String)> {
+        let (db, table) = cfg.table.split_once('.').unwrap_or(("", &cfg.table));
+        let properties: Vec<(String, String)> = cfg
+            .properties
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect();
+        let get = |k: &str| properties.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)).map(|(_, v)| v.clone());
+        let format = BodyFormat::from_properties(get).map_err(|m| ("sink.properties.format".to_string(), m))?;
+        let gzip = match get("compress_type").map(|c| c.to_ascii_lowercase()) {
+            None => false,
+            Some(c) if c.is_empty() => false,
+            Some(c) if c == "gz" => true,
+            Some(c) => {
+                return Err(("sink.properties.compress_type".into(), format!("expected \"gz\" or \"\", got {c:?}")));
+            }
+        };
+        if gzip && format == BodyFormat::Arrow {
+            return Err(("sink.properties.compress_type".into(), "the arrow format is not compressed".into()));
+        }
+        let group_commit = get("group_commit").is_some_and(|g| !g.eq_ignore_ascii_case("off_mode"));
+        if get("label").is_some() {
+            return Err((
+                "sink.properties.label".into(),
+                "labels are made by Sluice (see `label_prefix`); remove this property".into(),
+            ));
+        }
+        let label_prefix = cfg.label_prefix.clone().unwrap_or_else(|| default_prefix.to_string());
+        if !is_valid_label(&label_prefix) || label_prefix.len() > 64 {
+            return Err((
+                "sink.label_prefix".into(),
+                format!("{label_prefix:?}: expected 1-64 characters of A-Z, a-z, 0-9, `-`, `_` or `:`"),
+            ));
+        }
+        if format == BodyFormat::Arrow && cfg.enable_delete && !cfg.ignore.update_before {
+            return Err((
+                "sink.properties.format".into(),
+                "the arrow format cannot carry deletes; set `enable_delete = false` or use csv/json".into(),
+            ));
+        }
+        let batch_mode = cfg.enable.batch_mode.then_some(BatchMode {
+            max_rows: cfg.buffer_flush.max_rows,
+            max_bytes: cfg.buffer_flush.max_bytes.0,
+            interval: cfg.buffer_flush.interval.0,
+            queue_size: cfg.flush.queue_size as usize,
+        });
+        Ok(SinkSettings {
+            default_db: db.to_string(),
+            default_table: table.to_string(),
+            label_prefix,
+            // Group commit loads carry no label, so they cannot be pre-committed.
+            two_phase: cfg.enable_2pc && batch_mode.is_none() && !group_commit,
+            enable_delete: cfg.enable_delete,
+            ignore_update_before: cfg.ignore.update_before,
+            buffer_size: cfg.buffer_size.0.max(1) as usize,
+            buffer_count: cfg.buffer_count.max(1) as usize,
+            max_retries: cfg.max_retries,
+            batch_mode,
+            user_columns: get("columns").is_some(),
+            properties,
+            format,
+            gzip,
+            group_commit,
+            read_timeout,
+        })
+    }
+
+    fn label(&self, db: &str, table: &str, worker: u32, checkpoint: u64, run: u64, seq: u32) -> String {
+        let tail = if seq == 0 { String::new() } else { format!("_{seq}") };
+        let label =
+            format!("{}_{}_{}_{worker}_{checkpoint}_{run}{tail}", self.label_prefix, label_safe(db), label_safe(table));
+        if label.len() <= 128 {
+            return label;
+        }
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(format!("{db}.{table}").as_bytes());
+        let short: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        format!("{}_{short}_{worker}_{checkpoint}_{run}{tail}", self.label_prefix)
+    }
+}
+
+/// Counters named as the Flink connector's sink metrics.
+#[derive(Debug, Default)]
+pub struct SinkMetrics {
+    pub total_flush_load_bytes: AtomicU64,
+    pub flush_total_number_rows: AtomicU64,
+    pub total_flush_loaded_rows: AtomicU64,
+    pub total_flush_time_ms: AtomicU64,
+    pub total_flush_succeeded_number: AtomicU64,
+    pub total_flush_failed_number: AtomicU64,
+    pub total_flush_filtered_rows: AtomicU64,
+    pub total_flush_unselected_rows: AtomicU64,
+    pub begin_txn_time_ms: AtomicU64,
+    pub put_data_time_ms: AtomicU64,
+    pub read_data_time_ms: AtomicU64,
+    pub write_data_time_ms: AtomicU64,
+    pub commit_and_publish_time_ms: AtomicU64,
+    pub load_time_ms: AtomicU64,
+    /// Batch-mode loads tried again under their label.
+    pub load_retries: AtomicU64,
+}
+
+impl SinkMetrics {
+    fn record(&self, r: &LoadResponse, elapsed: Duration) {
+        let add = |c: &AtomicU64, v: i64| c.fetch_add(v.max(0) as u64, Ordering::Relaxed);
+        add(&self.total_flush_load_bytes, r.load_bytes);
+        add(&self.flush_total_number_rows, r.number_total_rows);
+        add(&self.total_flush_loaded_rows, r.number_loaded_rows);
+        add(&self.total_flush_filtered_rows, r.number_filtered_rows);
+        add(&self.total_flush_unselected_rows, r.number_unselected_rows);
+        add(&self.total_flush_time_ms, elapsed.as_millis() as i64);
+        add(&self.begin_txn_time_ms, r.begin_txn_time_ms);
+        add(&self.put_data_time_ms, r.stream_load_put_time_ms);
+        add(&self.read_data_time_ms, r.read_data_time_ms);
+        add(&self.write_data_time_ms, r.write_data_time_ms);
+        add(&self.commit_and_publish_time_ms, r.commit_and_publish_time_ms);
+        add(&self.load_time_ms, r.load_time_ms);
+        self.total_flush_succeeded_number.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(name, value)` pairs in the connector's names.
+    pub fn values(&self) -> Vec<(&'static str, u64)> {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("totalFlushLoadBytes", g(&self.total_flush_load_bytes)),
+            ("flushTotalNumberRows", g(&self.flush_total_number_rows)),
+            ("totalFlushLoadedRows", g(&self.total_flush_loaded_rows)),
+            ("totalFlushTimeMs", g(&self.total_flush_time_ms)),
+            ("totalFlushSucceededNumber", g(&self.total_flush_succeeded_number)),
+            ("totalFlushFailedNumber", g(&self.total_flush_failed_number)),
+            ("totalFlushFilteredRows", g(&self.total_flush_filtered_rows)),
+            ("totalFlushUnselectedRows", g(&self.total_flush_unselected_rows)),
+            ("beginTxnTimeMs", g(&self.begin_txn_time_ms)),
+            ("putDataTimeMs", g(&self.put_data_time_ms)),
+            ("readDataTimeMs", g(&self.read_data_time_ms)),
+            ("writeDataTimeMs", g(&self.write_data_time_ms)),
+            ("commitAndPublishTimeMs", g(&self.commit_and_publish_time_ms)),
+            ("loadTimeMs", g(&self.load_time_ms)),
+        ]
+    }
+}
+
+type LoadTask = JoinHandle<Result<LoadResponse, DorisError>>;
+
+/// A Stream Load whose body is still being written.
+struct OpenLoad {
+    label: Option<String>,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    /// Taken when the reply is awaited; a load dropped with its task still here is cut off, so
+    /// Doris aborts it instead of loading a partial body.
+    task: Option<LoadTask>,
+    started: Instant,
+    buf: Vec<u8>,
+    gz: Option<GzEncoder<Vec<u8>>>,
+    encoder: BodyEncoder,
+    with_sign: bool,
+}
+
+/// Rows waiting for a batch-mode flush.
+impl Drop for OpenLoad {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+struct Pending {
+    body: Vec<u8>,
+    encoder: BodyEncoder,
+    rows: u64,
+    since: Instant,
+    with_sign: bool,
+    columns: Vec<String>,
+}
+
+struct TableState {
+    db: String,
+    table: String,
+    info: TableInfo,
+    open: Option<OpenLoad>,
+    /// Loads opened for this table in the current checkpoint interval.
+    seq: u32,
+    pending: Option<Pending>,
+}
+
+/// The sink of one worker.
+pub struct DorisWriter {
+    settings: Arc<SinkSettings>,
+    client: StreamLoadClient,
+    state: Arc<Mutex<StateDir>>,
+    metrics: Arc<SinkMetrics>,
+    worker: u32,
+    run: u64,
+    /// The checkpoint the rows being written now belong to.
+    checkpoint: u64,
+    tables: HashMap<String, TableState>,
+    /// Pre-committed in this interval, waiting for the barrier.
+    precommitted: Vec<Txn>,
+    /// Batch-mode loads in flight.
+    flushing: JoinSet<anyhow::Result<()>>,
+    batch_seq: u64,
+}
+
+impl DorisWriter {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        settings: Arc<SinkSettings>,
+        client: StreamLoadClient,
+        state: Arc<Mutex<StateDir>>,
+        metrics: Arc<SinkMetrics>,
+        worker: u32,
+        run: u64,
+        checkpoint: u64,
+    ) -> Self {
+        Self {
+            settings,
+            client,
+            state,
+            metrics,
+            worker,
+            run,
+            checkpoint,
+            tables: HashMap::new(),
+            precommitted: Vec::new(),
+            flushing: JoinSet::new(),
+            batch_seq: 0,
+        }
+    }
+
+    async fn table_state(&mut self, target: &str) -> anyhow::Result<&mut TableState> {
+        if !self.tables.contains_key(target) {
+            let (db, table) = match target.split_once('.') {
+                Some((d, t)) => (d.to_string(), t.to_string()),
+                None => (self.settings.default_db.clone(), target.to_string()),
+            };
+            let info = self.client.table_info(&db, &table).await.map_err(SinkError::from_doris)?;
+            self.tables.insert(target.to_string(), TableState { db, table, info, open: None, seq: 0, pending: None });
+        }
+        Ok(self.tables.get_mut(target).expect("inserted above"))
+    }
+
+    pub fn is_batch_mode(&self) -> bool {
+        self.settings.batch_mode.is_some()
+    }
+
+    /// Write one batch to its table (`batch.table`, else the sink's `table`).
+    pub async fn write(&mut self, batch: &Batch) -> anyhow::Result<()> {
+        let target = batch
+            .table
+            .clone()
+            .unwrap_or_else(|| format!("{}.{}", self.settings.default_db, self.settings.default_table));
+        let settings = self.settings.clone();
+        let ts = self.table_state(&target).await?;
+        let deletes = settings.enable_delete && ts.info.is_unique();
+        let (data, signs) = shape_rows(batch, deletes, settings.ignore_update_before)?;
+        if data.num_rows() == 0 {
+            return Ok(());
+        }
+        let needs_sign = signs.contains(&1);
+        if settings.batch_mode.is_some() {
+            return self.buffer_rows(&target, data, signs, needs_sign).await;
+        }
+        let ts = self.tables.get_mut(&target).expect("looked up above");
+        if ts.open.as_ref().is_some_and(|o| needs_sign && !o.with_sign) {
+            // The open load has no delete sign column: finish it and open one that has.
+            let open = ts.open.take().expect("checked above");
+            let (db, table) = (ts.db.clone(), ts.table.clone());
+            if let Some(txn) = finish_load(&self.client, &self.metrics, &settings, &db, &table, open).await? {
+                self.precommitted.push(txn);
+            }
+        }
+        if self.tables[&target].open.is_none() {
+            self.open_load(&target, &data, needs_sign).await?;
+        }
+        let ts = self.tables.get_mut(&target).expect("looked up above");
+        let open = ts.open.as_mut().expect("opened above");
+        let signs = open.with_sign.then_some(signs.as_slice());
+        let mut encoded = Vec::new();
+        open.encoder.write(&data, signs, &mut encoded).map_err(SinkError::fatal)?;
+        match &mut open.gz {
+            Some(gz) => {
+                gz.write_all(&encoded)?;
+                open.buf.append(gz.get_mut());
+            }
+            None => open.buf.append(&mut encoded),
+        }
+        if open.buf.len() >= settings.buffer_size {
+            let chunk = Bytes::from(std::mem::take(&mut open.buf));
+            send_chunk(open, chunk, &settings, &ts.db, &ts.table).await?;
+        }
+        Ok(())
+    }
+
+    async fn open_load(
+        &mut self,
+        target: &str,
+        data: &arrow::record_batch::RecordBatch,
+        with_sign: bool,
+    ) -> anyhow::Result<()> {
+        let settings = self.settings.clone();
+        let ts = self.tables.get_mut(target).expect("looked up before");
+        let label = (!settings.group_commit)
+            .then(|| settings.label(&ts.db, &ts.table, self.worker, self.checkpoint, self.run, ts.seq));
+        ts.seq += 1;
+        // A pre-committed load outlives a crash; the journal is how recovery finds it. Loads
+        // without 2PC die with their connection.
+        if let Some(label) = label.as_ref().filter(|_| settings.two_phase) {
+            let entry = LabelEntry {
+                db: ts.db.clone(),
+                table: ts.table.clone(),
+                label: label.clone(),
+                checkpoint: self.checkpoint,
+                run: self.run,
+            };
+            self.state
+                .lock()
+                .expect("state lock")
+                .journal_label(&entry)
+                .map_err(|e| SinkError::fatal(e.to_string()))?;
+        }
+        let columns: Vec<String> = data.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let headers = load_headers(&settings, label.as_deref(), &columns, with_sign, settings.two_phase);
+        let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(settings.buffer_count);
+        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let body = reqwest::Body::wrap_stream(stream);
+        let client = self.client.clone();
+        let (db, table) = (ts.db.clone(), ts.table.clone());
+        let task = tokio::spawn(async move { client.load(&db, &table, &headers, body, None).await });
+        ts.open = Some(OpenLoad {
+            label,
+            tx,
+            task: Some(task),
+            started: Instant::now(),
+            buf: Vec::with_capacity(settings.buffer_size),
+            gz: settings.gzip.then(|| GzEncoder::new(Vec::new(), flate2::Compression::fast())),
+            encoder: BodyEncoder::new(settings.format.clone()),
+            with_sign,
+        });
+        Ok(())
+    }
+
+    async fn buffer_rows(
+        &mut self,
+        target: &str,
+        data: arrow::record_batch::RecordBatch,
+        signs: Vec<u8>,
+        needs_sign: bool,
+    ) -> anyhow::Result<()> {
+        let settings = self.settings.clone();
+        let mode = settings.batch_mode.clone().expect("batch mode");
+        let ts = self.tables.get_mut(target).expect("looked up before");
+        if ts.pending.as_ref().is_some_and(|p| needs_sign && !p.with_sign) {
+            self.flush_table(target).await?;
+        }
+        let ts = self.tables.get_mut(target).expect("looked up before");
+        let pending = ts.pending.get_or_insert_with(|| Pending {
+            body: Vec::new(),
+            encoder: BodyEncoder::new(settings.format.clone()),
+            rows: 0,
+            since: Instant::now(),
+            with_sign: needs_sign,
+            columns: data.schema().fields().iter().map(|f| f.name().clone()).collect(),
+        });
+        let signs = pending.with_sign.then_some(signs.as_slice());
+        pending.encoder.write(&data, signs, &mut pending.body).map_err(SinkError::fatal)?;
+        pending.rows += data.num_rows() as u64;
+        if pending.rows >= mode.max_rows || pending.body.len() as u64 >= mode.max_bytes {
+            self.flush_table(target).await?;
+        }
+        Ok(())
+    }
+
+    /// Batch mode: flush buffers older than `buffer_flush.interval`. Call it now and then.
+    pub async fn tick(&mut self) -> anyhow::Result<()> {
+        let Some(mode) = self.settings.batch_mode.clone() else { return Ok(()) };
+        let due: Vec<String> = self
+            .tables
+            .iter()
+            .filter(|(_, t)| t.pending.as_ref().is_some_and(|p| p.since.elapsed() >= mode.interval))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for target in due {
+            self.flush_table(&target).await?;
+        }
+        // Surface failures of finished loads promptly.
+        while let Some(done) = self.flushing.try_join_next() {
+            done??;
+        }
+        Ok(())
+    }
+
+    async fn flush_table(&mut self, target: &str) -> anyhow::Result<()> {
+        let settings = self.settings.clone();
+        let mode = settings.batch_mode.clone().expect("batch mode");
+        let ts = self.tables.get_mut(target).expect("looked up before");
+        let Some(mut pending) = ts.pending.take() else { return Ok(()) };
+        pending.encoder.finish(&mut pending.body).map_err(SinkError::fatal)?;
+        while self.flushing.len() >= mode.queue_size.max(1) {
+            if let Some(done) = self.flushing.join_next().await {
+                done??;
+            }
+        }
+        self.batch_seq += 1;
+        let label = (!settings.group_commit).then(|| {
+            settings.label(&ts.db, &ts.table, self.worker, self.run, self.batch_seq, 0).replacen(
+                &settings.label_prefix,
+                &format!("{}_b", settings.label_prefix),
+                1,
+            )
+        });
+        let headers = load_headers(&settings, label.as_deref(), &pending.columns, pending.with_sign, false);
+        let body = if settings.gzip { gzip(&pending.body)? } else { pending.body };
+        let body = Bytes::from(body);
+        let (client, metrics, db, table) = (self.client.clone(), self.metrics.clone(), ts.db.clone(), ts.table.clone());
+        self.flushing.spawn(async move {
+            batch_load(&client, &metrics, &settings, &db, &table, label.as_deref(), &headers, body).await
+        });
+        Ok(())
+    }
+
+    /// The checkpoint barrier: end every open load and return the transactions to commit once
+    /// checkpoint `checkpoint` is durable. Rows written after this belong to the next checkpoint.
+    pub async fn prepare_commit(&mut self) -> anyhow::Result<Vec<Txn>> {
+        let settings = self.settings.clone();
+        let targets: Vec<String> = self.tables.keys().cloned().collect();
+        for target in &targets {
+            if settings.batch_mode.is_some() {
+                self.flush_table(target).await?;
+                continue;
+            }
+            let ts = self.tables.get_mut(target).expect("listed above");
+            ts.seq = 0;
+            if let Some(open) = ts.open.take() {
+                let (db, table) = (ts.db.clone(), ts.table.clone());
+                if let Some(txn) = finish_load(&self.client, &self.metrics, &settings, &db, &table, open).await? {
+                    self.precommitted.push(txn);
+                }
+            }
+        }
+        while let Some(done) = self.flushing.join_next().await {
+            done??;
+        }
+        self.checkpoint += 1;
+        Ok(std::mem::take(&mut self.precommitted))
+    }
+
+    /// Stop every open load so that Doris aborts it (used when the pipeline fails over).
+    pub fn abort(&mut self) {
+        for ts in self.tables.values_mut() {
+            ts.open = None;
+        }
+        self.flushing.abort_all();
+    }
+}
+
+/// Which rows go to Doris, and their delete signs: inserts and update-afters as 0; deletes as 1
+/// when the table takes deletes, else dropped; update-befores dropped unless
+/// `ignore.update_before = false`, then as deletes.
+fn shape_rows(
+    batch: &Batch,
+    deletes: bool,
+    ignore_update_before: bool,
+) -> anyhow::Result<(arrow::record_batch::RecordBatch, Vec<u8>)> {
+    let n = batch.num_rows();
+    if batch.row_kinds.is_empty() || batch.row_kinds.iter().all(|k| matches!(k, RowKind::Insert | RowKind::UpdateAfter))
+    {
+        return Ok((batch.data.clone(), vec![0; n]));
+    }
+    let mut keep = Vec::with_capacity(n);
+    let mut signs = Vec::with_capacity(n);
+    for k in &batch.row_kinds {
+        let sign = match k {
+            RowKind::Insert | RowKind::UpdateAfter => Some(0),
+            RowKind::Delete if deletes => Some(1),
+            RowKind::UpdateBefore if deletes && !ignore_update_before => Some(1),
+            _ => None,
+        };
+        keep.push(sign.is_some());
+        signs.extend(sign);
+    }
+    let data = filter_record_batch(&batch.data, &BooleanArray::from(keep))?;
+    Ok((data, signs))
+}
+
+fn load_headers(
+    settings: &SinkSettings,
+    label: Option<&str>,
+    columns: &[String],
+    with_sign: bool,
+    two_phase: bool,
+) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = Vec::new();
+    if let Some(l) = label {
+        headers.push(("label".into(), l.into()));
+    }
+    if settings.format == BodyFormat::Json {
+        headers.push(("read_json_by_line".into(), "true".into()));
+    }
+    if !settings.user_columns && settings.format != BodyFormat::Json {
+        let mut cols: Vec<String> = columns.iter().map(|c| format!("`{}`", c.replace('`', "``"))).collect();
+        if with_sign {
+            cols.push(DELETE_SIGN.into());
+        }
+        headers.push(("columns".into(), cols.join(",")));
+    }
+    if with_sign {
+        headers.push(("hidden_columns".into(), DELETE_SIGN.into()));
+    }
+    for (k, v) in &settings.properties {
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(k));
+        headers.push((k.clone(), v.clone()));
+    }
+    if two_phase {
+        headers.push(("two_phase_commit".into(), "true".into()));
+    }
+    headers
+}
+
+fn gzip(body: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut gz = GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+    gz.write_all(body)?;
+    Ok(gz.finish()?)
+}
+
+/// Hand a chunk to the load; a Doris that stops reading for `read_timeout` fails the load.
+async fn send_chunk(
+    open: &mut OpenLoad,
+    chunk: Bytes,
+    settings: &SinkSettings,
+    db: &str,
+    table: &str,
+) -> anyhow::Result<()> {
+    match tokio::time::timeout(settings.read_timeout, open.tx.send(Ok(chunk))).await {
+        Ok(Ok(())) => Ok(()),
+        // The request ended early: its task has the reason.
+        Ok(Err(_)) => match open.task.take().expect("task present while the body is written").await {
+            Ok(Err(e)) => Err(SinkError::from_doris(e)),
+            Ok(Ok(r)) => Err(SinkError::retry(format!(
+                "stream load of `{db}.{table}` (label `{}`) ended before its body: {}: {}",
+                r.label, r.status, r.message
+            ))),
+            Err(e) => Err(SinkError::retry(format!("stream load of `{db}.{table}`: {e}"))),
+        },
+        Err(_) => Err(SinkError::retry(format!(
+            "stream load of `{db}.{table}`{}: Doris read nothing for {:?} (`request_read_timeout`)",
+            open.label.as_deref().map(|l| format!(" (label `{l}`)")).unwrap_or_default(),
+            settings.read_timeout
+        ))),
+    }
+}
+
+/// End a streaming load's body and read its reply; with 2PC return its transaction.
+async fn finish_load(
+    client: &StreamLoadClient,
+    metrics: &SinkMetrics,
+    settings: &SinkSettings,
+    db: &str,
+    table: &str,
+    mut open: OpenLoad,
+) -> anyhow::Result<Option<Txn>> {
+    if let Some(gz) = open.gz.take() {
+        let mut tail = gz.finish()?;
+        open.buf.append(&mut tail);
+    }
+    open.encoder.finish(&mut open.buf).map_err(SinkError::fatal)?;
+    if !open.buf.is_empty() {
+        let chunk = Bytes::from(std::mem::take(&mut open.buf));
+        send_chunk(&mut open, chunk, settings, db, table).await?;
+    }
+    let task = open.task.take().expect("task present while the body is written");
+    let (tx, _) = mpsc::channel(1);
+    drop(std::mem::replace(&mut open.tx, tx));
+    let (started, label) = (open.started, open.label.clone().unwrap_or_default());
+    let reply = match tokio::time::timeout(settings.read_timeout, task).await {
+        Ok(Ok(Ok(r))) => r,
+        Ok(Ok(Err(e))) => {
+            metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
+            return Err(SinkError::from_doris(e));
+        }
+        Ok(Err(e)) => return Err(SinkError::retry(format!("stream load of `{db}.{table}` (label `{label}`): {e}"))),
+        Err(_) => {
+            return Err(SinkError::retry(format!(
+                "stream load of `{db}.{table}` (label `{label}`): no reply within {:?} of its end (`request_read_timeout`)",
+                settings.read_timeout
+            )));
+        }
+    };
+    if !reply.is_success() {
+        metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
+        return Err(load_failure(client, db, table, &reply).await);
+    }
+    metrics.record(&reply, started.elapsed());
+    if reply.number_filtered_rows > 0 {
+        tracing::warn!(
+            table = %format!("{db}.{table}"),
+            label = %reply.label,
+            filtered = reply.number_filtered_rows,
+            error_url = reply.error_url.as_deref().unwrap_or(""),
+            "Doris filtered rows of a load"
+        );
+    }
+    if !settings.two_phase {
+        return Ok(None);
+    }
+    if reply.two_phase_commit.as_deref() != Some("true") {
+        return Err(SinkError::fatal(format!(
+            "stream load of `{db}.{table}` (label `{label}`) was not pre-committed although `two_phase_commit: true` was sent"
+        )));
+    }
+    Ok(Some(Txn { db: db.into(), table: table.into(), label: reply.label, txn_id: reply.txn_id }))
+}
+
+/// A failed load as an error with Doris' `Status`, `Message` and the first lines of its error log.
+async fn load_failure(client: &StreamLoadClient, db: &str, table: &str, reply: &LoadResponse) -> anyhow::Error {
+    let errors = match &reply.error_url {
+        Some(url) if !url.is_empty() => {
+            let log = client.error_log(url, 5).await;
+            format!("; see {url}{}", if log.is_empty() { String::new() } else { format!(":\n{log}") })
+        }
+        _ => String::new(),
+    };
+    // Rows that Doris refuses are refused again on a retry.
+    let data_quality = reply.message.contains("too many filtered rows") || reply.message.contains("DATA_QUALITY");
+    let e = DorisError::LoadFailed {
+        table: format!("{db}.{table}"),
+        label: reply.label.clone(),
+        status: reply.status.clone(),
+        message: reply.message.clone(),
+        errors,
+    };
+    SinkError { message: e.to_string(), retryable: !data_quality }.into()
+}
+
+/// One batch-mode load with retries under the same label.
+#[allow(clippy::too_many_arguments)]
+async fn batch_load(
+    client: &StreamLoadClient,
+    metrics: &SinkMetrics,
+    settings: &SinkSettings,
+    db: &str,
+    table: &str,
+    label: Option<&str>,
+    headers: &[(String, String)],
+    body: Bytes,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut attempt = 0u32;
+    loop {
+        let timeout = settings.read_timeout + Duration::from_secs(body.len() as u64 / (1 << 20));
+        let result = client.load(db, table, headers, reqwest::Body::from(body.clone()), Some(timeout)).await;
+        let failure = match result {
+            Ok(r) if r.is_success() => {
+                metrics.record(&r, started.elapsed());
+                return Ok(());
+            }
+            Ok(r) => match r.load_status() {
+                // An earlier attempt got through and its reply was lost.
+                LoadStatus::LabelAlreadyExists { existing } if existing == "FINISHED" || existing == "VISIBLE" => {
+                    tracing::info!(label = label.unwrap_or(""), "load already done by an earlier attempt");
+                    metrics.total_flush_succeeded_number.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                _ => load_failure(client, db, table, &r).await,
+            },
+            Err(e) => SinkError::from_doris(e),
+        };
+        let retryable = failure.downcast_ref::<SinkError>().is_some_and(|s| s.retryable);
+        if !retryable || attempt >= settings.max_retries {
+            metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
+            return Err(failure);
+        }
+        attempt += 1;
+        metrics.load_retries.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(label = label.unwrap_or(""), attempt, "load failed, retrying with the same label: {failure}");
+        tokio::time::sleep(Duration::from_millis(500) * 2u32.pow(attempt.min(5) - 1)).await;
+    }
+}

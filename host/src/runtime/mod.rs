@@ -1,0 +1,592 @@
+//! The runtime: workers, bounded channels, checkpoint barriers and the coordinator.
+//!
+//! Each of `parallelism` workers owns a source, its own plugin instances and its own sink writers.
+//! The source feeds its worker through a channel of [`CHANNEL_BATCHES`] batches, and each sink
+//! writer holds at most `buffer_count × buffer_size` bytes per table, so a slow Doris slows the
+//! sources instead of filling memory.
+//!
+//! Checkpoint *n*: the coordinator asks every source for a barrier; a source sends it after its
+//! current batch together with its position; the worker finishes its open loads (pre-committing
+//! them) and acknowledges with the transactions. Once every worker has acknowledged, the
+//! checkpoint is written to the state dir, and only then are its transactions committed.
+
+pub mod source;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use arrow::datatypes::SchemaRef;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::Batch;
+use crate::doris::sink::{DorisWriter, SinkError, SinkMetrics, SinkSettings};
+use crate::doris::{Credentials, StreamLoadClient, TxnOutcome};
+use crate::pipeline::{PipelineFile, SinkConfig, TransformConfig};
+use crate::state::{CHECKPOINT_VERSION, Checkpoint, StateDir, Txn};
+use crate::wasm::{ComponentCache, Plugin, PluginRuntime, TransformInstance};
+
+/// Batches that may wait between a source and its worker.
+pub const CHANNEL_BATCHES: usize = 4;
+
+/// How `sluice run` behaves around the pipeline.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// No status lines.
+    pub quiet: bool,
+    /// Time between status lines (default 5s).
+    pub status_interval: Option<Duration>,
+}
+
+/// Counters of one run, shared with status lines and `/metrics`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub rows_read: AtomicU64,
+    pub rows_transformed: AtomicU64,
+    pub rows_written: AtomicU64,
+    pub checkpoints: AtomicU64,
+    pub txns_committed: AtomicU64,
+    pub restarts: AtomicU64,
+    /// Commits tried again after a failure.
+    pub commit_retries: AtomicU64,
+    pub sink: Arc<SinkMetrics>,
+}
+
+/// What a finished run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunReport {
+    /// The last completed checkpoint.
+    pub checkpoint: u64,
+    /// Whether every source was exhausted (else the run was stopped).
+    pub finished: bool,
+    /// Restarts from the last checkpoint after failures.
+    pub restarts: u64,
+    /// Commits tried again after a failure.
+    pub commit_retries: u64,
+    /// Batch-mode loads tried again under their label.
+    pub load_retries: u64,
+}
+
+enum Message {
+    Data(Batch),
+    Barrier { id: u64, position: serde_json::Value, exhausted: bool },
+}
+
+struct Ack {
+    worker: usize,
+    id: u64,
+    position: serde_json::Value,
+    exhausted: bool,
+    txns: Vec<Txn>,
+}
+
+/// A barrier request: checkpoint `id`; `last` = the sources stop after it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Trigger {
+    id: u64,
+    last: bool,
+}
+
+/// Everything a run needs that outlives a restart.
+pub struct Prepared {
+    pub file: PathBuf,
+    pub pipeline: PipelineFile,
+    pub base_dir: PathBuf,
+    pub state: Arc<Mutex<StateDir>>,
+    pub client: StreamLoadClient,
+    pub plugins: Vec<(Plugin, Vec<(String, String)>)>,
+    pub sinks: Vec<Arc<SinkSettings>>,
+    pub source_schema: SchemaRef,
+    pub stats: Arc<Stats>,
+    pub read_timeout: Duration,
+}
+
+/// The state dir of a pipeline file: `pipeline.state_dir`, else `.sluice/<name>` beside the file.
+pub fn state_dir_of(file: &Path, pipeline: &PipelineFile) -> PathBuf {
+    let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    match &pipeline.pipeline.state_dir {
+        Some(d) => base.join(d),
+        None => base.join(".sluice").join(&pipeline.pipeline.name),
+    }
+}
+
+/// TOML values as the text a plugin's `init` receives.
+pub fn plugin_config(config: &BTreeMap<String, toml::Value>) -> Vec<(String, String)> {
+    config
+        .iter()
+        .map(|(k, v)| match v {
+            toml::Value::String(s) => (k.clone(), s.clone()),
+            other => (k.clone(), other.to_string()),
+        })
+        .collect()
+}
+
+/// Open the state dir, load the plugins and resolve the sinks: everything short of moving data.
+pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) -> anyhow::Result<Prepared> {
+    let base_dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    let state_path = state_dir_of(file, &pipeline);
+    let state = StateDir::open(&state_path)?;
+    let pipeline_id = state.pipeline_id()?;
+    let doris = pipeline.doris.clone().context("a Doris sink needs a [doris] section")?;
+    let password = match (&doris.password, &doris.password_env) {
+        (Some(p), _) => p.clone(),
+        (None, Some(var)) => std::env::var(var).with_context(|| {
+            format!("{}: doris.password_env: the environment variable `{var}` is not set", file.display())
+        })?,
+        (None, None) => String::new(),
+    };
+    let read_timeout = doris.request_read_timeout.0;
+    let client = StreamLoadClient::new(
+        fenodes,
+        Credentials::new(doris.username.clone(), password),
+        doris.request_connect_timeout.0,
+        read_timeout,
+    )?;
+    let client = if doris.auto_redirect {
+        client
+    } else if !doris.benodes.is_empty() {
+        client.with_backends(doris.benodes.clone())
+    } else {
+        let bes = client.discover_backends().await?;
+        if bes.is_empty() {
+            bail!("`auto_redirect = false` and no `benodes`: the FE lists no alive BE in /api/backends");
+        }
+        client.with_backends(bes)
+    };
+    let default_prefix = format!("sluice_{}_{pipeline_id}", pipeline.pipeline.name);
+    let default_prefix: String = default_prefix.chars().take(64).collect();
+    let sinks = pipeline
+        .sink
+        .iter()
+        .map(|s| {
+            let SinkConfig::Doris(d) = s;
+            SinkSettings::new(d, &default_prefix, read_timeout)
+                .map(Arc::new)
+                .map_err(|(key, msg)| anyhow::anyhow!("{}: {key}: {msg}", file.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let runtime = PluginRuntime::new(ComponentCache::default_location())?;
+    let mut plugins = Vec::new();
+    for t in &pipeline.transform {
+        let TransformConfig::Wasm(w) = t;
+        let plugin = runtime.load(&base_dir.join(&w.plugin), w.limits.clone())?;
+        plugins.push((plugin, plugin_config(&w.config)));
+    }
+    let source_schema = source::declared_schema(&pipeline.source[0])?;
+    Ok(Prepared {
+        file: file.to_path_buf(),
+        pipeline,
+        base_dir,
+        state: Arc::new(Mutex::new(state)),
+        client,
+        plugins,
+        sinks,
+        source_schema,
+        stats: Arc::new(Stats::default()),
+        read_timeout,
+    })
+}
+
+fn is_retryable(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<SinkError>().is_some_and(|s| s.retryable))
+}
+
+/// Run the pipeline until its sources are exhausted or `stop` turns true. A retryable failure
+/// (Doris unreachable, a failed load) restarts it from its last checkpoint, up to the sinks'
+/// `max_retries` times in a row.
+pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -> anyhow::Result<RunReport> {
+    if p.pipeline.source.len() != 1 {
+        bail!("{}: a pipeline reads one [[source]] (found {})", p.file.display(), p.pipeline.source.len());
+    }
+    let max_retries = p.sinks.iter().map(|s| s.max_retries).max().unwrap_or(3);
+    let mut failures = 0u32;
+    loop {
+        let started = p.stats.checkpoints.load(Ordering::Relaxed);
+        match run_once(p, opts, stop.clone()).await {
+            Ok((checkpoint, finished)) => {
+                let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+                return Ok(RunReport {
+                    checkpoint,
+                    finished,
+                    restarts: g(&p.stats.restarts),
+                    commit_retries: g(&p.stats.commit_retries),
+                    load_retries: g(&p.stats.sink.load_retries),
+                });
+            }
+            Err(e) if is_retryable(&e) => {
+                if p.stats.checkpoints.load(Ordering::Relaxed) > started {
+                    failures = 0;
+                }
+                if failures >= max_retries {
+                    return Err(e.context(format!("gave up after {failures} restarts (`max_retries`)")));
+                }
+                failures += 1;
+                p.stats.restarts.fetch_add(1, Ordering::Relaxed);
+                let wait = Duration::from_millis(500) * 2u32.pow(failures.min(6) - 1);
+                tracing::warn!(
+                    "{e:#}; restarting from the last checkpoint in {wait:?} (attempt {failures} of {max_retries})"
+                );
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Commit the last checkpoint's transactions and abort every other labelled load; returns the
+/// checkpoint to resume from.
+async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
+    let (run, checkpoint, journal) = {
+        let state = p.state.lock().expect("state lock");
+        (state.next_run()?, state.checkpoint()?, state.journaled_labels()?)
+    };
+    if let Some(cp) = &checkpoint
+        && cp.pipeline != p.pipeline.pipeline.name
+    {
+        bail!(
+            "state dir {} belongs to pipeline `{}`, not `{}`; give this pipeline its own `pipeline.state_dir`",
+            p.state.lock().expect("state lock").path().display(),
+            cp.pipeline,
+            p.pipeline.pipeline.name
+        );
+    }
+    if let Some(cp) = &checkpoint
+        && !cp.committed
+    {
+        commit_all(p, &cp.transactions).await?;
+        let mut done = cp.clone();
+        done.committed = true;
+        p.state.lock().expect("state lock").write_checkpoint(&done)?;
+    }
+    let committed: Vec<&str> =
+        checkpoint.iter().flat_map(|c| c.transactions.iter().map(|t| t.label.as_str())).collect();
+    let mut aborted = 0;
+    for entry in journal.iter().filter(|e| !committed.contains(&e.label.as_str())) {
+        match p.client.abort_label(&entry.db, &entry.label).await {
+            Ok(TxnOutcome::Done) => aborted += 1,
+            Ok(TxnOutcome::AlreadyDone) => {}
+            Err(e) => return Err(SinkError { message: e.to_string(), retryable: true }.into()),
+        }
+    }
+    if aborted > 0 {
+        tracing::info!("aborted {aborted} load(s) left open by an earlier run");
+    }
+    p.state.lock().expect("state lock").retain_labels(|_| false)?;
+    Ok((run, checkpoint))
+}
+
+async fn commit_all(p: &Prepared, txns: &[Txn]) -> anyhow::Result<()> {
+    let commits = txns.iter().map(|t| async move {
+        let mut attempt = 0;
+        loop {
+            match p.client.commit(&t.db, t.txn_id).await {
+                Ok(_) => return Ok(()),
+                Err(e @ crate::doris::DorisError::Txn { .. })
+                    if e.to_string().contains("aborted") || e.to_string().contains("not found") =>
+                {
+                    return Err(SinkError {
+                        message: format!(
+                            "cannot commit `{}.{}` label `{}`: {e}; the rows of that load are not in Doris",
+                            t.db, t.table, t.label
+                        ),
+                        retryable: false,
+                    });
+                }
+                Err(e) if attempt < 5 => {
+                    attempt += 1;
+                    p.stats.commit_retries.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(label = %t.label, "commit failed, retrying: {e}");
+                    tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
+                }
+                Err(e) => return Err(SinkError { message: e.to_string(), retryable: true }),
+            }
+        }
+    });
+    for r in futures::future::join_all(commits).await {
+        r?;
+    }
+    Ok(())
+}
+
+fn transform_instances(p: &Prepared) -> anyhow::Result<Vec<TransformInstance>> {
+    let mut schema = p.source_schema.clone();
+    let mut out = Vec::new();
+    for (plugin, config) in &p.plugins {
+        let inst = plugin.transform(config, &schema)?;
+        schema = inst.output_schema().clone();
+        out.push(inst);
+    }
+    Ok(out)
+}
+
+async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::Result<(u64, bool)> {
+    let (run, checkpoint) = recover(p).await?;
+    let last_id = checkpoint.as_ref().map_or(0, |c| c.id);
+    if let Some(cp) = &checkpoint
+        && cp.finished
+    {
+        tracing::info!("the pipeline finished at checkpoint {last_id}; nothing to do");
+        return Ok((last_id, true));
+    }
+    let n = p.pipeline.pipeline.parallelism as usize;
+    let positions: Vec<Option<serde_json::Value>> =
+        (0..n).map(|w| checkpoint.as_ref().and_then(|c| c.sources.get(w).cloned())).collect();
+    if let Some(cp) = &checkpoint
+        && cp.sources.len() != n
+    {
+        bail!(
+            "checkpoint {} was taken with parallelism {}, the pipeline now says {n}; keep the parallelism, or start over with a new `pipeline.state_dir`",
+            cp.id,
+            cp.sources.len()
+        );
+    }
+    let (trigger_tx, trigger_rx) = watch::channel(Trigger { id: last_id, last: false });
+    let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<Ack>();
+    let (exhausted_tx, mut exhausted_rx) = mpsc::unbounded_channel::<usize>();
+    let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
+    let mut total_rows = Some(0u64);
+    for (w, position) in positions.iter().enumerate() {
+        let src = source::build(&p.pipeline.source[0], &p.base_dir, w as u32, n as u32, position.as_ref())?;
+        total_rows = total_rows.zip(src.total_rows()).map(|(a, b)| a + b);
+        let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+        tasks.spawn(source_task(src, tx, trigger_rx.clone(), exhausted_tx.clone(), w, p.stats.clone()));
+        let transforms = tokio::task::block_in_place(|| transform_instances(p))?;
+        let writers = p
+            .sinks
+            .iter()
+            .map(|s| {
+                DorisWriter::new(
+                    s.clone(),
+                    p.client.clone(),
+                    p.state.clone(),
+                    p.stats.sink.clone(),
+                    w as u32,
+                    run,
+                    last_id + 1,
+                )
+            })
+            .collect();
+        tasks.spawn(worker_task(rx, transforms, writers, ack_tx.clone(), w, p.stats.clone()));
+    }
+    drop(ack_tx);
+    let _ = total_rows;
+
+    let interval = p.pipeline.pipeline.checkpoint_interval.0;
+    let status_every = opts.status_interval.unwrap_or(Duration::from_secs(5));
+    let mut next_checkpoint = tokio::time::Instant::now() + interval;
+    let mut next_status = tokio::time::Instant::now() + status_every;
+    let mut pending: Option<(u64, Vec<Option<Ack>>, bool)> = None;
+    let mut exhausted = vec![false; n];
+    let mut stopping = false;
+    let mut completed = last_id;
+    let mut last_completed_at = Instant::now();
+    loop {
+        let want_trigger = pending.is_none() && (stopping || exhausted.iter().all(|e| *e));
+        if want_trigger || (pending.is_none() && tokio::time::Instant::now() >= next_checkpoint) {
+            let id = completed + 1;
+            let last = stopping || exhausted.iter().all(|e| *e);
+            trigger_tx.send_replace(Trigger { id, last });
+            pending = Some((id, (0..n).map(|_| None).collect(), last));
+            next_checkpoint = tokio::time::Instant::now() + interval;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(next_checkpoint), if pending.is_none() => {}
+            _ = tokio::time::sleep_until(next_status) => {
+                next_status = tokio::time::Instant::now() + status_every;
+                if !opts.quiet {
+                    status_line(p, completed, last_completed_at);
+                }
+            }
+            changed = stop.changed(), if !stopping => {
+                if changed.is_err() || *stop.borrow() {
+                    tracing::info!("stopping: taking a final checkpoint");
+                    stopping = true;
+                }
+            }
+            Some(w) = exhausted_rx.recv() => exhausted[w] = true,
+            Some(ack) = ack_rx.recv() => {
+                let Some((id, acks, last)) = pending.as_mut() else { bail!("a barrier acknowledged without a checkpoint") };
+                if ack.id != *id {
+                    bail!("worker {} acknowledged checkpoint {} while {id} was pending", ack.worker, ack.id);
+                }
+                let worker = ack.worker;
+                if ack.exhausted {
+                    exhausted[worker] = true;
+                }
+                acks[worker] = Some(ack);
+                if acks.iter().all(Option::is_some) {
+                    let (id, last) = (*id, *last);
+                    let acks: Vec<Ack> = pending.take().expect("pending").1.into_iter().map(|a| a.expect("all acked")).collect();
+                    let finished = acks.iter().all(|a| a.exhausted);
+                    complete_checkpoint(p, run, id, acks, finished).await?;
+                    completed = id;
+                    last_completed_at = Instant::now();
+                    if last {
+                        drop(trigger_tx);
+                        while let Some(r) = tasks.join_next().await {
+                            r??;
+                        }
+                        if !opts.quiet {
+                            status_line(p, completed, last_completed_at);
+                        }
+                        return Ok((completed, finished));
+                    }
+                }
+            }
+            Some(done) = tasks.join_next() => {
+                match done {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(e),
+                    Err(e) => return Err(anyhow::anyhow!("a worker failed: {e}")),
+                }
+            }
+        }
+    }
+}
+
+async fn complete_checkpoint(p: &Prepared, run: u64, id: u64, acks: Vec<Ack>, finished: bool) -> anyhow::Result<()> {
+    let transactions: Vec<Txn> = acks.iter().flat_map(|a| a.txns.iter().cloned()).collect();
+    let mut cp = Checkpoint {
+        version: CHECKPOINT_VERSION,
+        pipeline: p.pipeline.pipeline.name.clone(),
+        id,
+        run,
+        sources: acks.into_iter().map(|a| a.position).collect(),
+        finished,
+        transactions,
+        committed: false,
+    };
+    p.state.lock().expect("state lock").write_checkpoint(&cp)?;
+    commit_all(p, &cp.transactions).await?;
+    p.stats.txns_committed.fetch_add(cp.transactions.len() as u64, Ordering::Relaxed);
+    let mut state = p.state.lock().expect("state lock");
+    if !cp.transactions.is_empty() {
+        cp.committed = true;
+        state.write_checkpoint(&cp)?;
+    }
+    state.retain_labels(|e| e.checkpoint > id)?;
+    drop(state);
+    p.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(checkpoint = id, transactions = cp.transactions.len(), "checkpoint complete");
+    Ok(())
+}
+
+fn status_line(p: &Prepared, checkpoint: u64, since: Instant) {
+    let s = &p.stats;
+    let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    tracing::info!(
+        "rows read {} → transformed {} → written {} | checkpoint {checkpoint} ({:.1}s ago) | loads committed {}",
+        g(&s.rows_read),
+        g(&s.rows_transformed),
+        g(&s.rows_written),
+        since.elapsed().as_secs_f64(),
+        g(&s.txns_committed)
+    );
+}
+
+async fn source_task(
+    mut src: Box<dyn source::Source>,
+    tx: mpsc::Sender<Message>,
+    mut triggers: watch::Receiver<Trigger>,
+    exhausted_tx: mpsc::UnboundedSender<usize>,
+    worker: usize,
+    stats: Arc<Stats>,
+) -> anyhow::Result<()> {
+    let mut answered = triggers.borrow().id;
+    let mut exhausted = false;
+    loop {
+        let t = *triggers.borrow_and_update();
+        if t.id > answered {
+            answered = t.id;
+            let barrier = Message::Barrier { id: t.id, position: src.position(), exhausted };
+            if tx.send(barrier).await.is_err() || t.last {
+                return Ok(());
+            }
+            continue;
+        }
+        if exhausted {
+            if triggers.changed().await.is_err() {
+                return Ok(());
+            }
+            continue;
+        }
+        tokio::select! {
+            biased;
+            changed = triggers.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+            }
+            batch = src.next() => match batch? {
+                Some(b) => {
+                    stats.rows_read.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                    if tx.send(Message::Data(b)).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                None => {
+                    exhausted = true;
+                    let _ = exhausted_tx.send(worker);
+                }
+            }
+        }
+    }
+}
+
+async fn worker_task(
+    mut rx: mpsc::Receiver<Message>,
+    mut transforms: Vec<TransformInstance>,
+    mut writers: Vec<DorisWriter>,
+    acks: mpsc::UnboundedSender<Ack>,
+    worker: usize,
+    stats: Arc<Stats>,
+) -> anyhow::Result<()> {
+    let batch_mode = writers.iter().any(DorisWriter::is_batch_mode);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let msg = tokio::select! {
+            m = rx.recv() => m,
+            _ = tick.tick(), if batch_mode => {
+                for w in &mut writers {
+                    w.tick().await?;
+                }
+                continue;
+            }
+        };
+        match msg {
+            None => return Ok(()),
+            Some(Message::Data(batch)) => {
+                let mut batches = vec![batch];
+                for t in &mut transforms {
+                    let mut next = Vec::new();
+                    for b in &batches {
+                        next.extend(tokio::task::block_in_place(|| t.process(b))?);
+                    }
+                    batches = next;
+                }
+                let rows: usize = batches.iter().map(Batch::num_rows).sum();
+                stats.rows_transformed.fetch_add(rows as u64, Ordering::Relaxed);
+                for w in &mut writers {
+                    for b in &batches {
+                        w.write(b).await?;
+                    }
+                }
+                stats.rows_written.fetch_add(rows as u64, Ordering::Relaxed);
+            }
+            Some(Message::Barrier { id, position, exhausted }) => {
+                let mut txns = Vec::new();
+                for w in &mut writers {
+                    txns.extend(w.prepare_commit().await?);
+                }
+                if acks.send(Ack { worker, id, position, exhausted, txns }).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}

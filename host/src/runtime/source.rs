@@ -1,0 +1,342 @@
+//! Sources: where batches come from. A source runs in one worker, returns batches, and can say
+//! where it is (its checkpoint position) and start again from such a position.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use arrow::array::{ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, parse_columns};
+
+use crate::Batch;
+use crate::pipeline::{DatagenField, DatagenKind, DatagenSource, FileFormat, FileSource, SourceConfig};
+
+/// What every source does. A source belongs to one worker (`worker` of `parallelism`).
+#[async_trait]
+pub trait Source: Send {
+    /// The schema of the batches it returns.
+    fn schema(&self) -> SchemaRef;
+    /// The next batch, or `None` once the source is exhausted (bounded sources only).
+    async fn next(&mut self) -> anyhow::Result<Option<Batch>>;
+    /// Where the source stands after the last batch it returned.
+    fn position(&self) -> serde_json::Value;
+    /// Total rows this source will produce, when known (for progress bars).
+    fn total_rows(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Build the source of worker `worker`, resuming at `position` when given.
+pub fn build(
+    config: &SourceConfig,
+    base_dir: &Path,
+    worker: u32,
+    parallelism: u32,
+    position: Option<&serde_json::Value>,
+) -> anyhow::Result<Box<dyn Source>> {
+    Ok(match config {
+        SourceConfig::Datagen(d) => Box::new(Datagen::new(d, worker, parallelism, position)?),
+        SourceConfig::File(f) => Box::new(FileReader::new(f, base_dir, worker, position)?),
+    })
+}
+
+/// The schema a source config declares.
+pub fn declared_schema(config: &SourceConfig) -> anyhow::Result<SchemaRef> {
+    let text = match config {
+        SourceConfig::Datagen(d) => &d.schema,
+        SourceConfig::File(f) => &f.schema,
+    };
+    Ok(arrow_schema(&parse_columns(text).map_err(|e| anyhow::anyhow!(e.message))?))
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct RowPosition {
+    rows: u64,
+}
+
+fn restore(position: Option<&serde_json::Value>) -> anyhow::Result<u64> {
+    match position {
+        None => Ok(0),
+        Some(p) => Ok(serde_json::from_value::<RowPosition>(p.clone())
+            .with_context(|| format!("source position {p} is not a row count"))?
+            .rows),
+    }
+}
+
+/// `type = "datagen"`: rows at a steady rate, like Flink's datagen connector. Sequence columns
+/// are spread over the workers (worker `w` of `n` produces `start + w`, `start + w + n`, …), so
+/// together they produce every value once.
+pub struct Datagen {
+    schema: SchemaRef,
+    columns: Vec<(ColumnDef, DatagenField)>,
+    worker: u64,
+    parallelism: u64,
+    /// Rows this worker produces in all; `None` = unbounded.
+    limit: Option<u64>,
+    rows: u64,
+    rate: f64,
+    batch_rows: u64,
+    started: Instant,
+    started_rows: u64,
+    rng: fastrand::Rng,
+}
+
+impl Datagen {
+    pub fn new(
+        cfg: &DatagenSource,
+        worker: u32,
+        parallelism: u32,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Self> {
+        let defs = parse_columns(&cfg.schema).map_err(|e| anyhow::anyhow!(e.message))?;
+        let schema = arrow_schema(&defs);
+        let mut total = cfg.number_of_rows;
+        for (name, f) in &cfg.fields {
+            if f.kind == DatagenKind::Sequence
+                && let Some(end) = f.end
+            {
+                let start = f.start.unwrap_or(0);
+                if end < start {
+                    bail!("source.fields.{name}: sequence end {end} is before its start {start}");
+                }
+                let n = (end - start) as u64 + 1;
+                total = Some(total.map_or(n, |t| t.min(n)));
+            }
+        }
+        let (w, p) = (u64::from(worker), u64::from(parallelism));
+        let limit = total.map(|t| if t > w { (t - w).div_ceil(p) } else { 0 });
+        let columns =
+            defs.into_iter().map(|c| (c.clone(), cfg.fields.get(&c.name).cloned().unwrap_or_default())).collect();
+        let rate = cfg.rows_per_second as f64 / p as f64;
+        let rows = restore(position)?;
+        Ok(Self {
+            schema,
+            columns,
+            worker: w,
+            parallelism: p,
+            limit,
+            rows,
+            rate,
+            batch_rows: ((rate / 20.0) as u64).clamp(1, 8192),
+            started: Instant::now(),
+            started_rows: rows,
+            rng: fastrand::Rng::with_seed(w.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ rows),
+        })
+    }
+
+    fn column(&mut self, def: &ColumnDef, field: &DatagenField, n: usize) -> anyhow::Result<ArrayRef> {
+        let target = def.doris_type.arrow_type();
+        let first = self.rows;
+        let array: ArrayRef = if field.kind == DatagenKind::Sequence {
+            let start = field.start.unwrap_or(0);
+            let values: Int64Array = (0..n as u64)
+                .map(|i| start + ((first + i) * self.parallelism + self.worker) as i64)
+                .map(Some)
+                .collect();
+            Arc::new(values)
+        } else {
+            match &def.doris_type {
+                DorisType::Boolean => Arc::new((0..n).map(|_| Some(self.rng.bool())).collect::<BooleanArray>()),
+                DorisType::Float | DorisType::Double => {
+                    let (lo, hi) = (field.min.unwrap_or(0) as f64, field.max.unwrap_or(1) as f64);
+                    let v: Float64Array = (0..n).map(|_| Some(lo + self.rng.f64() * (hi - lo))).collect();
+                    if matches!(def.doris_type, DorisType::Float) {
+                        Arc::new(v.iter().map(|x| x.map(|x| x as f32)).collect::<Float32Array>())
+                    } else {
+                        Arc::new(v)
+                    }
+                }
+                DorisType::Char(_) | DorisType::Varchar(_) | DorisType::String => {
+                    let len = field.length.unwrap_or(10) as usize;
+                    let len = match def.doris_type {
+                        DorisType::Char(Some(l)) | DorisType::Varchar(Some(l)) => len.min(l as usize),
+                        _ => len,
+                    };
+                    let mut s = String::with_capacity(len);
+                    let v: StringArray = (0..n)
+                        .map(|_| {
+                            s.clear();
+                            s.extend((0..len).map(|_| self.rng.alphanumeric()));
+                            Some(s.clone())
+                        })
+                        .collect();
+                    Arc::new(v)
+                }
+                DorisType::Date => {
+                    // 2000-01-01 .. 2030-12-31 unless min/max (days since 1970) say otherwise.
+                    let (lo, hi) = (field.min.unwrap_or(10_957), field.max.unwrap_or(22_279));
+                    let v: Int64Array = (0..n).map(|_| Some(self.rng.i64(lo..=hi))).collect();
+                    cast(&cast(&v, &DataType::Int32)?, &DataType::Date32)?
+                }
+                DorisType::DateTime { .. } => {
+                    let (lo, hi) = (field.min.unwrap_or(946_684_800), field.max.unwrap_or(1_924_991_999));
+                    let v: Int64Array = (0..n).map(|_| Some(self.rng.i64(lo..=hi))).collect();
+                    cast(&v, &DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None))?
+                }
+                other => {
+                    let (lo, hi) = integer_range(other, field);
+                    let v: Int64Array = (0..n).map(|_| Some(self.rng.i64(lo..=hi))).collect();
+                    Arc::new(v)
+                }
+            }
+        };
+        if array.data_type() == &target {
+            Ok(array)
+        } else {
+            cast(&array, &target).with_context(|| format!("generating column `{}`", def.name))
+        }
+    }
+}
+
+fn integer_range(t: &DorisType, field: &DatagenField) -> (i64, i64) {
+    let (lo, hi) = match t {
+        DorisType::TinyInt => (i8::MIN as i64, i8::MAX as i64),
+        DorisType::SmallInt => (i16::MIN as i64, i16::MAX as i64),
+        DorisType::Int => (i32::MIN as i64, i32::MAX as i64),
+        DorisType::Decimal { precision, scale } => {
+            let whole = 10i64.saturating_pow(u32::from(precision.saturating_sub(*scale as u8)).min(18)) - 1;
+            (-whole, whole)
+        }
+        _ => (i64::MIN, i64::MAX),
+    };
+    (field.min.unwrap_or(lo).max(lo), field.max.unwrap_or(hi).min(hi))
+}
+
+#[async_trait]
+impl Source for Datagen {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Option<Batch>> {
+        let mut n = self.batch_rows;
+        if let Some(limit) = self.limit {
+            if self.rows >= limit {
+                return Ok(None);
+            }
+            n = n.min(limit - self.rows);
+        }
+        // Keep to the rate: the batch is due when its last row is.
+        let due = self.started + Duration::from_secs_f64((self.rows + n - self.started_rows) as f64 / self.rate);
+        tokio::time::sleep_until(due.into()).await;
+        let columns = self.columns.clone();
+        let arrays = columns
+            .iter()
+            .map(|(def, field)| self.column(def, field, n as usize))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        self.rows += n;
+        Ok(Some(Batch::new(RecordBatch::try_new(self.schema.clone(), arrays)?)))
+    }
+
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({ "rows": self.rows })
+    }
+
+    fn total_rows(&self) -> Option<u64> {
+        self.limit
+    }
+}
+
+/// `type = "file"`: a CSV or JSON-lines file, read once by worker 0.
+pub struct FileReader {
+    schema: SchemaRef,
+    path: PathBuf,
+    rows: u64,
+    inner: Option<FileBatches>,
+}
+
+enum FileBatches {
+    Csv(Box<arrow::csv::Reader<BufReader<File>>>),
+    Json(arrow::json::Reader<BufReader<File>>),
+}
+
+const FILE_BATCH_ROWS: usize = 8192;
+
+impl FileReader {
+    pub fn new(
+        cfg: &FileSource,
+        base_dir: &Path,
+        worker: u32,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Self> {
+        let defs = parse_columns(&cfg.schema).map_err(|e| anyhow::anyhow!(e.message))?;
+        let schema = arrow_schema(&defs);
+        let path = base_dir.join(&cfg.path);
+        let rows = restore(position)?;
+        if worker != 0 {
+            return Ok(Self { schema, path, rows, inner: None });
+        }
+        let file = File::open(&path).with_context(|| format!("source.path: cannot open {}", path.display()))?;
+        let mut reader = BufReader::new(file);
+        // Skip the rows already delivered before the checkpoint.
+        let mut line = Vec::new();
+        for _ in 0..rows {
+            line.clear();
+            if reader.read_until(b'\n', &mut line)? == 0 {
+                break;
+            }
+        }
+        let offset = reader.stream_position()?;
+        let mut file = reader.into_inner();
+        file.seek(std::io::SeekFrom::Start(offset))?;
+        let reader = BufReader::new(file);
+        let inner = match cfg.format {
+            FileFormat::Csv => {
+                let sep = match cfg.column_separator.as_bytes() {
+                    [b] => *b,
+                    _ => bail!("source.column_separator: expected one character, got {:?}", cfg.column_separator),
+                };
+                let nulls = regex::Regex::new(r"^(\\N)?$").expect("valid regex");
+                FileBatches::Csv(Box::new(
+                    arrow::csv::ReaderBuilder::new(schema.clone())
+                        .with_delimiter(sep)
+                        .with_header(false)
+                        .with_null_regex(nulls)
+                        .with_batch_size(FILE_BATCH_ROWS)
+                        .build(reader)?,
+                ))
+            }
+            FileFormat::Json => FileBatches::Json(
+                arrow::json::ReaderBuilder::new(schema.clone()).with_batch_size(FILE_BATCH_ROWS).build(reader)?,
+            ),
+        };
+        Ok(Self { schema, path, rows, inner: Some(inner) })
+    }
+}
+
+#[async_trait]
+impl Source for FileReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Option<Batch>> {
+        let next = match &mut self.inner {
+            None => return Ok(None),
+            Some(FileBatches::Csv(r)) => r.next(),
+            Some(FileBatches::Json(r)) => r.next(),
+        };
+        match next {
+            None => Ok(None),
+            Some(Ok(b)) => {
+                self.rows += b.num_rows() as u64;
+                Ok(Some(Batch::new(b)))
+            }
+            Some(Err(e)) => {
+                bail!("{}: after row {}: {e}", self.path.display(), self.rows)
+            }
+        }
+    }
+
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({ "rows": self.rows })
+    }
+}

@@ -1,0 +1,243 @@
+//! Whole pipelines against doris-lite: datagen → WebAssembly plugin → Stream Load with 2PC,
+//! stops and restarts, crashes (`kill -9`), and Doris failing on purpose (debug points).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use doris_lite::{DebugPoint, faults};
+use sluice::runtime::{self, RunOptions, RunReport};
+use tokio::sync::watch;
+
+use crate::common::{Doris, pipeline_file, plugin_wasm};
+
+const TABLE: &str = "CREATE TABLE test.student_trans (id BIGINT, name VARCHAR(64), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4";
+
+fn datagen_pipeline(doris: &Doris, rows: u64, rate: u64, sink_extra: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "datagen-students"
+parallelism = 2
+checkpoint_interval = "300ms"
+
+[doris]
+fenodes = {fenodes}
+request_read_timeout = "5s"
+
+[[source]]
+type = "datagen"
+schema = "id BIGINT, name VARCHAR(64), age INT"
+rows_per_second = {rate}
+number_of_rows = {rows}
+fields.id = {{ kind = "sequence", start = 1 }}
+fields.age = {{ min = 1, max = 50 }}
+
+[[transform]]
+type = "wasm"
+plugin = "{plugin}"
+
+[[sink]]
+type = "doris"
+table = "test.student_trans"
+{sink_extra}
+"#,
+        fenodes = doris.fenodes(),
+        plugin = plugin_wasm("student-trans").display(),
+    )
+}
+
+/// Run the pipeline at `path` in this process; `stop_after` sends the stop signal.
+async fn run(path: &Path, stop_after: Option<Duration>) -> anyhow::Result<RunReport> {
+    let p = sluice::pipeline::load_file(path)?;
+    let fenodes = p.doris.as_ref().expect("a [doris] section").fenodes.addresses();
+    let prepared = runtime::prepare(path, p, fenodes).await?;
+    let (tx, rx) = watch::channel(false);
+    let stopper = tokio::spawn(async move {
+        if let Some(d) = stop_after {
+            tokio::time::sleep(d).await;
+            let _ = tx.send(true);
+        }
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        drop(tx);
+    });
+    let result = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+    stopper.abort();
+    result
+}
+
+/// `count(*) count(distinct id) min(id) max(id)` of the target table.
+fn tally(doris: &Doris) -> String {
+    doris.sql("SELECT count(*), count(distinct id), min(id), max(id) FROM test.student_trans").join("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagen_through_a_plugin_lands_exactly_once_and_a_rerun_adds_nothing() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 5000, 20_000, ""));
+    let report = run(&path, None).await.unwrap();
+    assert!(report.finished, "{report:?}");
+    assert_eq!(tally(&doris), "5000\t5000\t1\t5000");
+    // The plugin ran: every name has its prefix, every age moved up by one.
+    assert_eq!(
+        doris.sql("SELECT count(*) FROM test.student_trans WHERE name LIKE 'prefix_%' AND age BETWEEN 2 AND 51"),
+        ["5000"]
+    );
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    // Labels come from the pipeline's stable identity.
+    let labels: Vec<String> = doris.h().engine().lock().txns.values().map(|t| t.label.clone()).collect();
+    assert!(labels.iter().all(|l| l.starts_with("sluice_datagen-students_")), "{labels:?}");
+
+    // Running the finished pipeline again loads nothing twice (no "Label Already Exists").
+    let again = run(&path, None).await.unwrap();
+    assert!(again.finished);
+    assert_eq!(tally(&doris), "5000\t5000\t1\t5000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_pipeline_commits_what_it_read_and_resumes_there() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 6000, 4000, ""));
+    let first = run(&path, Some(Duration::from_millis(700))).await.unwrap();
+    assert!(!first.finished, "{first:?}");
+    let count: u64 = doris.sql("SELECT count(*) FROM test.student_trans")[0].parse().unwrap();
+    assert!(count > 0 && count < 6000, "{count}");
+    assert_eq!(doris.sql("SELECT count(distinct id) FROM test.student_trans")[0], count.to_string());
+    let second = run(&path, None).await.unwrap();
+    assert!(second.finished);
+    assert_eq!(tally(&doris), "6000\t6000\t1\t6000");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+/// A fault that Doris answers with, and whether the pipeline should still end exactly once.
+async fn with_fault(name: &str, point: DebugPoint, sink_extra: &str) -> (Doris, RunReport) {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    doris.h().debug_points().add(name, point).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 4000, 10_000, sink_extra));
+    let report = run(&path, None).await.unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    assert!(report.finished);
+    assert_eq!(tally(&doris), "4000\t4000\t1\t4000", "{name}");
+    assert!(doris.open_txns().is_empty(), "{name}: {:?}", doris.open_txns());
+    (doris, report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_loads_restart_from_the_checkpoint_and_lose_nothing() {
+    let (_, report) =
+        with_fault(faults::STREAM_LOAD_FAIL, DebugPoint::times(2).param("message", "disk full"), "").await;
+    assert!(report.restarts >= 1, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_dropped_mid_body_is_a_restart_not_a_partial_load() {
+    let (_, report) =
+        with_fault(faults::STREAM_LOAD_CLOSE_MID_BODY, DebugPoint::times(1).param("after_bytes", 100), "").await;
+    assert_eq!(report.restarts, 1, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_is_retried_and_publish_timeout_counts_as_committed() {
+    let (_, report) = with_fault(faults::TXN_COMMIT_FAIL, DebugPoint::times(2), "").await;
+    assert_eq!((report.commit_retries, report.restarts), (2, 0), "{report:?}");
+    let (_, report) = with_fault(faults::STREAM_LOAD_PUBLISH_TIMEOUT, DebugPoint::times(3), "").await;
+    assert_eq!((report.commit_retries, report.restarts), (0, 0), "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_mode_retries_a_lost_reply_under_the_same_label() {
+    let sink = "enable.batch_mode = true\nbuffer_flush.max_rows = 500\nbuffer_flush.interval = \"1s\"";
+    let (doris, report) = with_fault(faults::STREAM_LOAD_DROP_RESPONSE, DebugPoint::times(2), sink).await;
+    assert_eq!((report.load_retries, report.restarts), (2, 0), "{report:?}");
+    // No 2PC in batch mode: every load was committed directly.
+    let two_phase = doris.h().engine().lock().txns.values().filter(|t| t.label.contains("_b_")).count();
+    assert!(two_phase >= 8, "{two_phase} batch loads");
+}
+
+fn sluice_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sluice"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_at_random_moments_loses_and_duplicates_nothing() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let text = datagen_pipeline(&doris, 200_000, 10_000, "")
+        .replace("checkpoint_interval = \"300ms\"", "checkpoint_interval = \"1s\"");
+    let path = pipeline_file(dir.path(), &text);
+    let start = move || {
+        Command::new(sluice_bin())
+            .args(["run", "--quiet"])
+            .arg(path.as_path())
+            .env("SLUICE_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sluice starts")
+    };
+    let start = std::sync::Arc::new(start);
+    for round in 0..6 {
+        let mut child = start();
+        let wait = Duration::from_millis(fastrand::u64(700..2500));
+        tokio::time::sleep(wait).await;
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!("round {round}: sluice exited early ({status}): {}", String::from_utf8_lossy(&out.stderr));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let last = start.clone();
+    let out = tokio::task::spawn_blocking(move || last().wait_with_output().unwrap()).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(tally(&doris), "200000\t200000\t1\t200000");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[test]
+fn bad_pipeline_files_fail_with_one_line_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = "[pipeline]\nname = \"p\"\n\n[doris]\nfenodes = [\"127.0.0.1:1\"]\n\n[[source]]\ntype = \"datagen\"\nschema = \"id BIGINT\"\n\n[[sink]]\ntype = \"doris\"\ntable = \"test.t\"\n";
+    let cases = [
+        (
+            "table = \"test.t\"",
+            "table = \"test.t\"\nenable_2pc = \"yes\"",
+            "pipeline.toml:14: sink.enable_2pc: expected true or false, got \"yes\"",
+        ),
+        ("table = \"test.t\"", "table = \"t\"", "pipeline.toml:13: sink.table: expected `db.table`, got \"t\""),
+        (
+            "type = \"datagen\"",
+            "type = \"kafka\"",
+            "pipeline.toml:8: source.type: expected one of \"datagen\", \"file\", got \"kafka\"",
+        ),
+        (
+            "name = \"p\"",
+            "name = \"p\"\ncheckpoint_interval = \"soon\"",
+            "pipeline.toml:3: pipeline.checkpoint_interval: expected a duration",
+        ),
+        (
+            "table = \"test.t\"",
+            "table = \"test.t\"\nbuffer_szie = \"1MB\"",
+            "pipeline.toml:14: sink.buffer_szie: unknown key `buffer_szie`",
+        ),
+        (
+            "table = \"test.t\"",
+            "table = \"test.t\"\nproperties.format = \"xml\"",
+            "sink.properties.format: expected \"csv\", \"json\" or \"arrow\", got \"xml\"",
+        ),
+    ];
+    for (from, to, expected) in cases {
+        let path = pipeline_file(dir.path(), &good.replace(from, to));
+        let out = Command::new(sluice_bin()).arg("run").arg(&path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{to}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(expected), "{to}: expected {expected:?} in {stderr:?}");
+    }
+}
