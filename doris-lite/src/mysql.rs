@@ -75,8 +75,125 @@ fn col_type(k: ColKind) -> ColumnType {
     }
 }
 
+/// Marks an error packet whose code the MySQL library cannot name (Doris' own 5xxx codes):
+/// `\x01DL<code>\x01` before the message; [`ErrorCodeWriter`] puts the code in place.
+const CODE_MARK: u8 = 0x01;
+
 async fn write_error<W: AsyncWrite + Send + Unpin>(w: QueryResultWriter<'_, W>, e: &SqlError) -> io::Result<()> {
+    if e.code >= 5000 {
+        let msg = format!("{}DL{}{}{}", CODE_MARK as char, e.code, CODE_MARK as char, e.doris_text());
+        return w.error(ErrorKind::ER_UNKNOWN_ERROR, msg.as_bytes()).await;
+    }
     w.error(ErrorKind::from(e.code), e.doris_text().as_bytes()).await
+}
+
+/// Writes MySQL packets through, giving marked error packets their real code.
+struct ErrorCodeWriter<W> {
+    inner: W,
+    pending: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl<W> ErrorCodeWriter<W> {
+    fn new(inner: W) -> Self {
+        ErrorCodeWriter { inner, pending: Vec::new(), out: Vec::new() }
+    }
+
+    /// Moves the complete packets of `pending` to `out`, rewriting marked error packets.
+    fn take_packets(&mut self) {
+        let mut at = 0;
+        while self.pending.len() - at >= 4 {
+            let p = &self.pending[at..];
+            let len = p[0] as usize | (p[1] as usize) << 8 | (p[2] as usize) << 16;
+            if p.len() < 4 + len {
+                break;
+            }
+            let payload = &p[4..4 + len];
+            match marked_code(payload) {
+                Some((code, mark_len)) => {
+                    let new_len = len - mark_len;
+                    self.out.extend_from_slice(&[new_len as u8, (new_len >> 8) as u8, (new_len >> 16) as u8, p[3]]);
+                    self.out.push(0xFF);
+                    self.out.extend_from_slice(&code.to_le_bytes());
+                    self.out.extend_from_slice(&payload[3..9]);
+                    self.out.extend_from_slice(&payload[9 + mark_len..]);
+                }
+                None => self.out.extend_from_slice(&p[..4 + len]),
+            }
+            at += 4 + len;
+        }
+        self.pending.drain(..at);
+    }
+}
+
+/// `(code, marker length)` of an error packet payload carrying the code marker.
+fn marked_code(payload: &[u8]) -> Option<(u16, usize)> {
+    if payload.len() < 9 || payload[0] != 0xFF || payload[3] != b'#' {
+        return None;
+    }
+    let msg = &payload[9..];
+    let rest = msg.strip_prefix(&[CODE_MARK, b'D', b'L'])?;
+    let end = rest.iter().position(|b| *b == CODE_MARK)?;
+    let code: u16 = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+    Some((code, 3 + end + 1))
+}
+
+impl<W: AsyncWrite + Unpin> ErrorCodeWriter<W> {
+    fn poll_drain(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        use std::task::Poll;
+        while !self.out.is_empty() {
+            match std::pin::Pin::new(&mut self.inner).poll_write(cx, &self.out) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    self.out.drain(..n);
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for ErrorCodeWriter<W> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.pending.extend_from_slice(buf);
+        this.take_packets();
+        // Bytes are accepted once buffered; flush pushes them out.
+        if let std::task::Poll::Ready(Err(e)) = this.poll_drain(cx) {
+            return std::task::Poll::Ready(Err(e));
+        }
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.pending.is_empty() {
+            // An incomplete packet at flush time: pass it on as it is.
+            let rest = std::mem::take(&mut this.pending);
+            this.out.extend_from_slice(&rest);
+        }
+        match this.poll_drain(cx) {
+            std::task::Poll::Ready(Ok(())) => std::pin::Pin::new(&mut this.inner).poll_flush(cx),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_drain(cx) {
+            std::task::Poll::Ready(Ok(())) => std::pin::Pin::new(&mut this.inner).poll_shutdown(cx),
+            other => other,
+        }
+    }
 }
 
 #[async_trait]
@@ -210,6 +327,7 @@ pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<Str
         };
         async move {
             let (r, w) = stream.into_split();
+            let w = ErrorCodeWriter::new(w);
             let opts = IntermediaryOptions {
                 process_use_statement_on_query: true,
                 reject_connection_on_dbname_absence: false,
@@ -225,6 +343,23 @@ pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marked_error_packets_get_their_code() {
+        let msg = b"\x01DL5101\x01errCode = 2, detailMessage = x";
+        let mut payload = vec![0xFF, 0x51, 0x04, b'#', b'H', b'Y', b'0', b'0', b'0'];
+        payload.extend_from_slice(msg);
+        let mut w = ErrorCodeWriter::new(Vec::<u8>::new());
+        w.pending.extend_from_slice(&[payload.len() as u8, 0, 0, 1]);
+        w.pending.extend_from_slice(&payload);
+        w.pending.extend_from_slice(&[1, 0, 0]);
+        w.take_packets();
+        let text = b"errCode = 2, detailMessage = x";
+        let mut want = vec![(9 + text.len()) as u8, 0, 0, 1, 0xFF, 0xED, 0x13, b'#', b'H', b'Y', b'0', b'0', b'0'];
+        want.extend_from_slice(text);
+        assert_eq!(w.out, want);
+        assert_eq!(w.pending, vec![1, 0, 0], "an incomplete packet waits");
+    }
 
     #[test]
     fn scramble_is_empty_for_empty_password() {

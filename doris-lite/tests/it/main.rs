@@ -2,6 +2,7 @@
 //! Load manual uses it, the mysql CLI and pymysql. One test binary with modules keeps link
 //! time down.
 
+mod changelog;
 mod common;
 mod faults;
 mod flight;
