@@ -6,5 +6,6 @@ mod common;
 mod decoders;
 mod pipeline;
 mod sandbox;
+mod sink;
 mod stream_load;
 mod transforms;

@@ -1,0 +1,166 @@
+//! The Doris sink writer against doris-lite: row kinds and the delete sign, body formats,
+//! compression, partial columns and group commit.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice::doris::sink::{DorisWriter, SinkMetrics, SinkSettings};
+use sluice::pipeline::{SinkConfig, load_str};
+use sluice::state::{StateDir, Txn};
+use sluice::{Batch, RowKind};
+use sluice_guest::batch::{BatchBuilder, Value};
+use sluice_guest::types::{arrow_schema, parse_columns};
+
+use crate::common::Doris;
+
+/// A writer for the `[[sink]]` whose extra lines are `sink`.
+fn writer(doris: &Doris, state: &Path, table: &str, sink: &str) -> DorisWriter {
+    let text = format!(
+        "[pipeline]\nname = \"w\"\n[doris]\nfenodes = {}\n[[source]]\ntype = \"datagen\"\nschema = \"id INT\"\n[[sink]]\ntype = \"doris\"\ntable = \"{table}\"\n{sink}\n",
+        doris.fenodes()
+    );
+    let file = load_str(Path::new("sink.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
+    let SinkConfig::Doris(cfg) = &file.sink[0];
+    let settings = SinkSettings::new(cfg, "sinktest", Duration::from_secs(10)).unwrap();
+    let state = Arc::new(Mutex::new(StateDir::open(state).unwrap()));
+    // Each writer is its own run, as each start of a pipeline is.
+    static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    DorisWriter::new(Arc::new(settings), doris.client(""), state, Arc::new(SinkMetrics::default()), 0, run, 1)
+}
+
+fn rows(columns: &str, rows: &[(RowKind, Vec<Value<'_>>)]) -> Batch {
+    let mut b = BatchBuilder::new(arrow_schema(&parse_columns(columns).unwrap())).unwrap();
+    for (kind, values) in rows {
+        b.push(*kind, values).unwrap();
+    }
+    b.finish().unwrap()
+}
+
+async fn commit(doris: &Doris, txns: Vec<Txn>) -> usize {
+    let client = doris.client("");
+    for t in &txns {
+        client.commit(&t.db, t.txn_id).await.unwrap();
+    }
+    txns.len()
+}
+
+const PEOPLE: &str = "id INT, name VARCHAR(32)";
+
+fn person(kind: RowKind, id: i64, name: &str) -> (RowKind, Vec<Value<'_>>) {
+    (kind, vec![Value::Int(id), Value::Str(name)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_reach_unique_tables_as_the_delete_sign_and_update_befores_are_dropped() {
+    use RowKind::*;
+    let doris = Doris::start().await;
+    doris.sql("CREATE TABLE test.u (id INT, name VARCHAR(32)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&doris, dir.path(), "test.u", "");
+    w.write(&rows(PEOPLE, &[person(Insert, 1, "a"), person(Insert, 2, "b"), person(Insert, 4, "d")])).await.unwrap();
+    // A key change: the before-image of 4 is ignored (upsert semantics), 2 is deleted.
+    let changes =
+        [person(Delete, 2, "b"), person(UpdateBefore, 4, "d"), person(UpdateAfter, 5, "e"), person(Insert, 3, "c")];
+    w.write(&rows(PEOPLE, &changes)).await.unwrap();
+    // The first load carried no delete sign, so the deletes went into a second load.
+    assert_eq!(commit(&doris, w.prepare_commit().await.unwrap()).await, 2);
+    assert_eq!(doris.sql("SELECT id, name FROM test.u ORDER BY id"), ["1\ta", "3\tc", "4\td", "5\te"]);
+
+    // With `ignore.update_before = false` the before-image deletes the old key.
+    let mut w = writer(&doris, &dir.path().join("2"), "test.u", "ignore.update_before = false");
+    w.write(&rows(PEOPLE, &[person(UpdateBefore, 4, "d"), person(UpdateAfter, 6, "f")])).await.unwrap();
+    assert_eq!(commit(&doris, w.prepare_commit().await.unwrap()).await, 1);
+    assert_eq!(doris.sql("SELECT id FROM test.u ORDER BY id"), ["1", "3", "5", "6"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_deletes_off_or_on_duplicate_tables_delete_rows_are_dropped_not_upserted() {
+    use RowKind::*;
+    let doris = Doris::start().await;
+    doris.sql("CREATE TABLE test.u (id INT, name VARCHAR(32)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&doris, dir.path(), "test.u", "enable_delete = false");
+    w.write(&rows(PEOPLE, &[person(Insert, 1, "a"), person(Insert, 2, "b")])).await.unwrap();
+    w.write(&rows(PEOPLE, &[person(Delete, 2, "gone")])).await.unwrap();
+    commit(&doris, w.prepare_commit().await.unwrap()).await;
+    assert_eq!(doris.sql("SELECT id, name FROM test.u ORDER BY id"), ["1\ta", "2\tb"]);
+
+    let mut w = writer(&doris, &dir.path().join("dup"), "test.t", "");
+    w.write(&rows(PEOPLE, &[person(Insert, 7, "x"), person(Delete, 8, "y")])).await.unwrap();
+    commit(&doris, w.prepare_commit().await.unwrap()).await;
+    assert_eq!(doris.sql("SELECT id, name FROM test.t"), ["7\tx"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_json_arrow_and_gzip_bodies_load_the_same_rows() {
+    let doris = Doris::start().await;
+    let columns = "id INT, name VARCHAR(32), price DECIMAL(10,2), day DATE, at DATETIME, ok BOOLEAN";
+    let batch = {
+        let values: Vec<(RowKind, Vec<Value<'_>>)> = vec![
+            (
+                RowKind::Insert,
+                vec![
+                    Value::Int(1),
+                    Value::Str("tab\there? no: ünïcode"),
+                    Value::Decimal(1250, 2),
+                    Value::Date(19_782),
+                    Value::DateTime(1_709_251_198_000_000),
+                    Value::Bool(true),
+                ],
+            ),
+            (RowKind::Insert, vec![Value::Int(2), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null]),
+        ];
+        rows(columns, &values)
+    };
+    let formats = [
+        "properties.column_separator = \"\\\\x01\"",
+        "properties.format = \"json\"",
+        "properties.format = \"arrow\"\nenable_delete = false",
+        "properties.compress_type = \"gz\"\nproperties.column_separator = \"|\"",
+        "properties.format = \"json\"\nproperties.compress_type = \"gz\"",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected: Option<Vec<String>> = None;
+    for (i, format) in formats.iter().enumerate() {
+        let table = format!("f{i}");
+        doris
+            .sql(&format!("CREATE TABLE test.{table} ({columns}) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"));
+        let mut w = writer(&doris, &dir.path().join(&table), &format!("test.{table}"), format);
+        w.write(&batch).await.unwrap_or_else(|e| panic!("{format}: {e:#}"));
+        commit(&doris, w.prepare_commit().await.unwrap_or_else(|e| panic!("{format}: {e:#}"))).await;
+        let got = doris.sql(&format!("SELECT * FROM test.{table} ORDER BY id"));
+        assert_eq!(got.len(), 2, "{format}: {got:?}");
+        assert!(got[0] == "1\ttab\\there? no: ünïcode\t12.50\t2024-02-29\t2024-02-29 23:59:58\t1", "{format}: {got:?}");
+        match &expected {
+            None => expected = Some(got),
+            Some(e) => assert_eq!(&got, e, "{format}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_columns_update_only_what_they_name_and_group_commit_sends_no_label() {
+    let doris = Doris::start().await;
+    doris.sql(
+        "CREATE TABLE test.p (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&doris, &dir.path().join("full"), "test.p", "");
+    let full = [(RowKind::Insert, vec![Value::Int(1), Value::Str("ann"), Value::Int(30)])];
+    w.write(&rows("id INT, name VARCHAR(32), age INT", &full)).await.unwrap();
+    commit(&doris, w.prepare_commit().await.unwrap()).await;
+    let mut w = writer(&doris, &dir.path().join("partial"), "test.p", "properties.partial_columns = \"true\"");
+    w.write(&rows("id INT, age INT", &[(RowKind::Insert, vec![Value::Int(1), Value::Int(31)])])).await.unwrap();
+    commit(&doris, w.prepare_commit().await.unwrap()).await;
+    assert_eq!(doris.sql("SELECT id, name, age FROM test.p"), ["1\tann\t31"]);
+
+    let mut w = writer(&doris, &dir.path().join("gc"), "test.t", "properties.group_commit = \"sync_mode\"");
+    w.write(&rows(PEOPLE, &[person(RowKind::Insert, 9, "g")])).await.unwrap();
+    // Group commit loads carry no label, so they are not two-phase: nothing to commit.
+    assert_eq!(w.prepare_commit().await.unwrap(), []);
+    assert_eq!(doris.sql("SELECT id, name FROM test.t"), ["9\tg"]);
+    let labels: Vec<String> = doris.h().engine().lock().txns.values().map(|t| t.label.clone()).collect();
+    assert!(labels.iter().any(|l| l.starts_with("group_commit_")), "{labels:?}");
+}
