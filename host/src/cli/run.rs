@@ -181,7 +181,7 @@ async fn check_prepared(p: &Prepared) -> anyhow::Result<()> {
             (None, false) => "at-least-once (loads committed at checkpoints)",
         };
         println!(
-            "  sink {}.{} ({}, {mode}, format {:?}, label prefix {})",
+            "  sink {}.{} ({}, {mode}, format {}, label prefix {})",
             s.default_db, s.default_table, info.keys_type, s.format, s.label_prefix
         );
     }

@@ -37,6 +37,16 @@ impl BodyFormat {
     }
 }
 
+impl std::fmt::Display for BodyFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BodyFormat::Csv { .. } => "csv",
+            BodyFormat::Json => "json lines",
+            BodyFormat::Arrow => "arrow",
+        })
+    }
+}
+
 /// `\x01`-style escapes in separators, as Doris and the connector read them.
 pub fn decode_separator(s: &str) -> Vec<u8> {
     let b = s.as_bytes();

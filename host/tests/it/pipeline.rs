@@ -241,3 +241,31 @@ fn bad_pipeline_files_fail_with_one_line_naming_file_line_and_key() {
         assert!(stderr.contains(expected), "{to}: expected {expected:?} in {stderr:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_prints_the_plan_or_names_the_missing_table_and_column() {
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 10, 10, ""));
+    let check = |path: PathBuf| {
+        tokio::task::spawn_blocking(move || Command::new(sluice_bin()).arg("check").arg(&path).output().unwrap())
+    };
+    let out = check(path.clone()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("table `test.student_trans`:") && stderr.contains("create it first"), "{stderr}");
+
+    doris.sql("CREATE TABLE test.student_trans (id BIGINT, name VARCHAR(64)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1");
+    let out = check(path.clone()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("table `test.student_trans` has no column `age`; its columns are id, name"), "{stderr}");
+
+    doris.sql("ALTER TABLE test.student_trans ADD COLUMN age INT");
+    let out = check(path).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("transform student-trans → id BIGINT, name VARCHAR(64), age INT"), "{stdout}");
+    assert!(stdout.contains("sink test.student_trans (DUP_KEYS, exactly-once (2PC at checkpoints)"), "{stdout}");
+    // Nothing was loaded.
+    assert_eq!(doris.sql("SELECT count(*) FROM test.student_trans"), ["0"]);
+}
