@@ -61,12 +61,13 @@ pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyh
         let s = &prepared.stats;
         if !quiet {
             eprintln!(
-                "{} at checkpoint {}: {} rows read, {} rows written, {} loads committed",
+                "{} at checkpoint {}: {} rows read, {} rows written, {} loads committed, {} bytes loaded",
                 if report.finished { "finished" } else { "stopped" },
                 report.checkpoint,
                 s.rows_read.load(Ordering::Relaxed),
                 s.rows_written.load(Ordering::Relaxed),
                 s.txns_committed.load(Ordering::Relaxed),
+                s.sink.total_flush_load_bytes.load(Ordering::Relaxed),
             );
         }
         if let Some(h) = embedded {

@@ -373,7 +373,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
         tasks.spawn(worker_task(rx, transforms, writers, ack_tx.clone(), w, p.stats.clone()));
     }
     drop(ack_tx);
-    let _ = total_rows;
+    let _bar = progress_bar(opts, total_rows, p.stats.clone());
 
     let interval = p.pipeline.pipeline.checkpoint_interval.0;
     let status_every = opts.status_interval.unwrap_or(Duration::from_secs(5));
@@ -473,6 +473,37 @@ async fn complete_checkpoint(p: &Prepared, run: u64, id: u64, acks: Vec<Ack>, fi
     p.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(checkpoint = id, transactions = cp.transactions.len(), "checkpoint complete");
     Ok(())
+}
+
+/// A progress bar of rows read, for bounded sources when stderr is a terminal. Stops with its guard.
+fn progress_bar(opts: &RunOptions, total: Option<u64>, stats: Arc<Stats>) -> Option<ProgressGuard> {
+    use std::io::IsTerminal;
+    let total = total.filter(|_| !opts.quiet && std::io::stderr().is_terminal())?;
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} rows  {per_sec}  eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let shown = bar.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            shown.set_position(stats.rows_read.load(Ordering::Relaxed));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    Some(ProgressGuard { bar, task })
+}
+
+struct ProgressGuard {
+    bar: indicatif::ProgressBar,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ProgressGuard {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.bar.finish_and_clear();
+    }
 }
 
 fn status_line(p: &Prepared, checkpoint: u64, since: Instant) {

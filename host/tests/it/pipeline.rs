@@ -269,3 +269,73 @@ async fn check_prints_the_plan_or_names_the_missing_table_and_column() {
     // Nothing was loaded.
     assert_eq!(doris.sql("SELECT count(*) FROM test.student_trans"), ["0"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doris_unreachable_for_a_while_is_survived_by_restarting_from_the_checkpoint() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 6000, 4000, ""));
+    let points = doris.h().debug_points().clone();
+    let outage = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        points.add(faults::SERVER_RESTART_LISTENERS, DebugPoint::times(1).param("ms", 1500)).unwrap();
+    });
+    let report = run(&path, None).await.unwrap();
+    outage.await.unwrap();
+    assert!(report.finished && report.restarts >= 1, "{report:?}");
+    assert_eq!(tally(&doris), "6000\t6000\t1\t6000");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_auto_redirect_loads_go_to_the_bes_the_fe_lists() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let text = datagen_pipeline(&doris, 2000, 20_000, "")
+        .replace("request_read_timeout = \"5s\"", "request_read_timeout = \"5s\"\nauto_redirect = false");
+    let report = run(&pipeline_file(dir.path(), &text), None).await.unwrap();
+    assert!(report.finished);
+    assert_eq!(tally(&doris), "2000\t2000\t1\t2000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_in_prometheus_text_with_the_connectors_names() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 1_000_000, 5000, ""));
+    let mut child = Command::new(sluice_bin())
+        .args(["run", "--metrics-addr", "127.0.0.1:0"])
+        .arg(&path)
+        .env("SLUICE_LOG", "warn")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("metrics: ").map(str::to_string))
+            .expect("the metrics address is printed")
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for name in ["sluice_rows_read", "sluice_checkpoints", "sluice_totalFlushLoadedRows", "sluice_loadTimeMs"] {
+        assert!(text.contains(&format!("{name}{{pipeline=\"datagen-students\"}} ")), "{name} in {text}");
+    }
+    let loaded: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice_totalFlushLoadedRows{pipeline=\"datagen-students\"} "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(loaded > 0, "{text}");
+}

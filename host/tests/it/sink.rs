@@ -164,3 +164,20 @@ async fn partial_columns_update_only_what_they_name_and_group_commit_sends_no_la
     let labels: Vec<String> = doris.h().engine().lock().txns.values().map(|t| t.label.clone()).collect();
     assert!(labels.iter().any(|l| l.starts_with("group_commit_")), "{labels:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_routed_to_another_table_get_their_own_load() {
+    let doris = Doris::start().await;
+    doris.sql("CREATE TABLE test.other (id INT, name VARCHAR(32)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1");
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&doris, dir.path(), "test.t", "");
+    w.write(&rows(PEOPLE, &[person(RowKind::Insert, 1, "default")])).await.unwrap();
+    w.write(&rows(PEOPLE, &[person(RowKind::Insert, 2, "routed")]).with_table("test.other")).await.unwrap();
+    let txns = w.prepare_commit().await.unwrap();
+    let mut tables: Vec<&str> = txns.iter().map(|t| t.table.as_str()).collect();
+    tables.sort();
+    assert_eq!(tables, ["other", "t"]);
+    commit(&doris, txns).await;
+    assert_eq!(doris.sql("SELECT name FROM test.t"), ["default"]);
+    assert_eq!(doris.sql("SELECT name FROM test.other"), ["routed"]);
+}
