@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod doris;
+pub mod lookup;
 pub mod pipeline;
 pub mod runtime;
 pub mod state;

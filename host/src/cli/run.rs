@@ -124,6 +124,13 @@ pub fn metrics_text(stats: &Stats, pipeline: &str) -> String {
     for (name, v) in stats.sink.values() {
         put(name, "Doris sink (Flink connector metric name).", v);
     }
+    for (table, metrics) in &stats.lookups {
+        for (name, help, v) in metrics.values() {
+            out.push_str(&format!(
+                "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name}{{pipeline=\"{pipeline}\",table=\"{table}\"}} {v}\n"
+            ));
+        }
+    }
     out
 }
 
@@ -153,10 +160,10 @@ async fn check_prepared(p: &Prepared) -> anyhow::Result<()> {
         humantime::format_duration(p.pipeline.pipeline.checkpoint_interval.0)
     );
     println!("  source: {}", describe_schema(&schema));
-    for (plugin, config) in &p.plugins {
-        let inst = tokio::task::block_in_place(|| plugin.transform(config, &schema))?;
+    for t in &p.transforms {
+        let inst = tokio::task::block_in_place(|| t.instance(&schema)).with_context(|| format!("{file}: transform"))?;
         schema = inst.output_schema().clone();
-        println!("  transform {} → {}", plugin.name(), describe_schema(&schema));
+        println!("  transform {} → {}", t.describe(), describe_schema(&schema));
     }
     for (i, s) in p.sinks.iter().enumerate() {
         let info = p.client.table_info(&s.default_db, &s.default_table).await?;

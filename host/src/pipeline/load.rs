@@ -7,7 +7,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use toml::Spanned;
 
-use super::model::{DorisSection, PipelineFile, PipelineSection, SinkConfig, SourceConfig, TransformConfig};
+use super::model::{
+    DorisSection, LookupTransform, PipelineFile, PipelineSection, SinkConfig, SourceConfig, TransformConfig,
+};
 
 /// The file before each `[[source]]`, `[[transform]]` and `[[sink]]` is read by its `type`; the
 /// spans let errors inside those tables point at their lines.
@@ -26,7 +28,7 @@ struct RawFile {
 }
 
 const SOURCE_TYPES: &[&str] = &["datagen", "file"];
-const TRANSFORM_TYPES: &[&str] = &["wasm"];
+const TRANSFORM_TYPES: &[&str] = &["wasm", "lookup"];
 const SINK_TYPES: &[&str] = &["doris"];
 
 type EntryResult<T> = Result<T, (Option<String>, String)>;
@@ -45,8 +47,11 @@ fn source_of(kind: &str, table: toml::Table) -> EntryResult<SourceConfig> {
     })
 }
 
-fn transform_of(_kind: &str, table: toml::Table) -> EntryResult<TransformConfig> {
-    Ok(TransformConfig::Wasm(read(table)?))
+fn transform_of(kind: &str, table: toml::Table) -> EntryResult<TransformConfig> {
+    Ok(match kind {
+        "lookup" => TransformConfig::Lookup(read(table)?),
+        _ => TransformConfig::Wasm(read(table)?),
+    })
 }
 
 fn sink_of(_kind: &str, table: toml::Table) -> EntryResult<SinkConfig> {
@@ -287,12 +292,15 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
         }
     }
     for t in &p.transform {
-        let TransformConfig::Wasm(w) = t;
-        if w.plugin.as_os_str().is_empty() {
-            return Err((
-                "transform.plugin".into(),
-                "expected the path of a `.wasm` component or a plugin crate".into(),
-            ));
+        match t {
+            TransformConfig::Wasm(w) if w.plugin.as_os_str().is_empty() => {
+                return Err((
+                    "transform.plugin".into(),
+                    "expected the path of a `.wasm` component or a plugin crate".into(),
+                ));
+            }
+            TransformConfig::Wasm(_) => {}
+            TransformConfig::Lookup(l) => validate_lookup(l, p.doris.as_ref())?,
         }
     }
     let needs_doris = p.sink.iter().any(|s| matches!(s, SinkConfig::Doris(_)));
@@ -314,6 +322,51 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
             return Err(("sink.flush.queue_size".into(), "must be at least 1".into()));
         }
         crate::doris::sink::SinkSettings::new(d, "sluice", std::time::Duration::from_secs(1))?;
+    }
+    Ok(())
+}
+
+fn validate_lookup(l: &LookupTransform, doris: Option<&DorisSection>) -> Result<(), (String, String)> {
+    if l.table.split('.').count() != 2 || l.table.split('.').any(str::is_empty) {
+        return Err(("transform.table".into(), format!("expected `db.table`, got {:?}", l.table)));
+    }
+    if l.keys.is_empty() {
+        return Err(("transform.keys".into(), "name at least one key column of the dimension table".into()));
+    }
+    if !l.stream_keys.is_empty() && l.stream_keys.len() != l.keys.len() {
+        return Err((
+            "transform.stream_keys".into(),
+            format!(
+                "{} stream key(s) for {} key(s); give one per key, in the same order",
+                l.stream_keys.len(),
+                l.keys.len()
+            ),
+        ));
+    }
+    for from in l.rename.keys() {
+        if !l.columns.is_empty() && !l.columns.contains(from) {
+            return Err((format!("transform.rename.{from}"), format!("`{from}` is not one of `columns`")));
+        }
+    }
+    let positive = [
+        ("transform.jdbc.read.batch.size", l.jdbc.read.batch.size),
+        ("transform.jdbc.read.batch.queue_size", l.jdbc.read.batch.queue_size),
+        ("transform.jdbc.read.thread_size", l.jdbc.read.thread_size),
+    ];
+    if let Some((key, _)) = positive.iter().find(|(_, v)| *v == 0) {
+        return Err((key.to_string(), "must be at least 1".into()));
+    }
+    if l.cache.max_rows == 0 || l.cache.max_rows < -1 {
+        return Err(("transform.cache.max_rows".into(), "expected a number of keys, or -1 for no cache".into()));
+    }
+    if l.cache.ttl.0.is_zero() {
+        return Err(("transform.cache.ttl".into(), "must be longer than 0s".into()));
+    }
+    if doris.and_then(|d| d.jdbc_url.as_ref()).is_none() {
+        return Err((
+            "doris.jdbc_url".into(),
+            "a lookup reads its table over MySQL: set `jdbc_url = \"jdbc:mysql://host:9030\"` in [doris]".into(),
+        ));
     }
     Ok(())
 }
@@ -382,6 +435,36 @@ properties.format = "json"
         load_str(Path::new("pipeline.toml"), text).unwrap_err().to_string()
     }
 
+    const LOOKUP: &str = r#"
+[[transform]]
+type = "lookup"
+table = "dim.dim_city"
+keys = ["city"]
+cache.max_rows = 100000
+cache.ttl = "300s"
+"#;
+
+    #[test]
+    fn a_lookup_reads_with_the_connectors_defaults() {
+        let text = GOOD.replace("password_env", "jdbc_url = \"jdbc:mysql://127.0.0.1:9030\"\npassword_env") + LOOKUP;
+        let p = load_str(Path::new("pipeline.toml"), &text).unwrap();
+        let TransformConfig::Lookup(l) = &p.transform[1] else { panic!("a lookup") };
+        assert_eq!((l.cache.max_rows, l.cache.ttl.0.as_secs(), l.max_retries), (100000, 300, 1));
+        assert_eq!((l.jdbc.read.batch.size, l.jdbc.read.batch.queue_size, l.jdbc.read.thread_size), (128, 256, 3));
+        assert!(l.jdbc.is_async && l.cache.cache_missing_key && l.join == crate::pipeline::JoinKind::Left);
+
+        let no_url = GOOD.to_string() + LOOKUP;
+        assert!(
+            err(&no_url).starts_with("pipeline.toml: doris.jdbc_url: a lookup reads its table over MySQL"),
+            "{}",
+            err(&no_url)
+        );
+        let typo = text.replace("cache.ttl", "cache.tll");
+        assert!(err(&typo).starts_with("pipeline.toml:35: transform.cache.tll: unknown key `tll`"), "{}", err(&typo));
+        let zero = text.replace("cache.max_rows = 100000", "jdbc.read.batch.size = 0");
+        assert_eq!(err(&zero), "pipeline.toml:34: transform.jdbc.read.batch.size: must be at least 1");
+    }
+
     #[test]
     fn a_good_file_loads_with_defaults() {
         let p = load_str(Path::new("pipeline.toml"), GOOD).unwrap();
@@ -391,7 +474,7 @@ properties.format = "json"
         assert!(sink.enable_2pc && sink.enable_delete && sink.ignore.update_before);
         assert_eq!(sink.buffer_flush.max_rows, 1000);
         assert_eq!(sink.buffer_size.0, 1024 * 1024);
-        let TransformConfig::Wasm(w) = &p.transform[0];
+        let TransformConfig::Wasm(w) = &p.transform[0] else { panic!("a wasm transform") };
         assert_eq!(w.limits.timeout, std::time::Duration::from_secs(1));
         assert_eq!(w.limits.memory, 256 * 1024 * 1024);
         let doris = p.doris.unwrap();

@@ -218,6 +218,8 @@ pub enum FileFormat {
 pub enum TransformConfig {
     /// A WebAssembly plugin.
     Wasm(WasmTransform),
+    /// A lookup join against a Doris dimension table.
+    Lookup(LookupTransform),
 }
 
 /// `type = "wasm"`
@@ -233,6 +235,167 @@ pub struct WasmTransform {
     /// Memory, time and fuel limits of each instance.
     #[serde(default)]
     pub limits: PluginLimits,
+}
+
+/// `type = "lookup"`: adds the columns of the matching rows of a Doris dimension table to each
+/// row, read over `doris.jdbc_url` (the connector's `lookup.*` options).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupTransform {
+    pub name: Option<String>,
+    /// The dimension table, `db.table` (the connector's `table.identifier`).
+    pub table: String,
+    /// The dimension's join key columns, one or more.
+    pub keys: Vec<String>,
+    /// The stream columns matched with `keys`, in the same order (default: the same names).
+    #[serde(default)]
+    pub stream_keys: Vec<String>,
+    /// The dimension columns added to each row (default: every column but the keys).
+    #[serde(default)]
+    pub columns: Vec<String>,
+    /// Output names of dimension columns: `rename.level = "city_level"`.
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    /// `left` (default: a row without a match gets NULLs) or `inner` (it is dropped).
+    #[serde(default)]
+    pub join: JoinKind,
+    /// `lookup.cache.*`
+    #[serde(default)]
+    pub cache: LookupCache,
+    /// `lookup.max-retries`: a failed query is tried again this many times (default 1).
+    #[serde(default = "default_lookup_retries")]
+    pub max_retries: u32,
+    /// `lookup.jdbc.*`
+    #[serde(default)]
+    pub jdbc: LookupJdbc,
+}
+
+fn default_lookup_retries() -> u32 {
+    1
+}
+
+/// `join`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinKind {
+    #[default]
+    Left,
+    Inner,
+}
+
+/// `cache.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupCache {
+    /// `lookup.cache.max-rows`: keys kept; -1 (default) turns the cache off.
+    #[serde(default = "default_cache_max_rows")]
+    pub max_rows: i64,
+    /// `lookup.cache.ttl`: how long a cached key (or the full table) is used (default 10s).
+    #[serde(default = "default_cache_ttl")]
+    pub ttl: Duration,
+    /// `partial` (default: keys as they are looked up) or `full` (the whole table, read again
+    /// every `ttl`; for small dimensions).
+    #[serde(default)]
+    pub mode: CacheMode,
+    /// Remember keys that have no row too, so a hot missing key is not queried again (default
+    /// true; Flink's `lookup.partial-cache.cache-missing-key`).
+    #[serde(default = "default_true")]
+    pub cache_missing_key: bool,
+}
+
+impl Default for LookupCache {
+    fn default() -> Self {
+        Self {
+            max_rows: default_cache_max_rows(),
+            ttl: default_cache_ttl(),
+            mode: CacheMode::default(),
+            cache_missing_key: true,
+        }
+    }
+}
+
+fn default_cache_max_rows() -> i64 {
+    -1
+}
+
+fn default_cache_ttl() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// `cache.mode`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheMode {
+    #[default]
+    Partial,
+    Full,
+}
+
+/// `jdbc.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupJdbc {
+    /// `lookup.jdbc.async`: batch the keys of each batch into few queries run concurrently
+    /// (default true); false sends one query per key, one at a time.
+    #[serde(rename = "async", default = "default_true")]
+    pub is_async: bool,
+    /// `lookup.jdbc.read.*`
+    #[serde(default)]
+    pub read: LookupRead,
+}
+
+impl Default for LookupJdbc {
+    fn default() -> Self {
+        Self { is_async: true, read: LookupRead::default() }
+    }
+}
+
+/// `jdbc.read.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupRead {
+    /// `lookup.jdbc.read.batch.*`
+    #[serde(default)]
+    pub batch: LookupReadBatch,
+    /// `lookup.jdbc.read.thread-size`: queries in flight at once per worker (default 3).
+    #[serde(default = "default_lookup_threads")]
+    pub thread_size: u32,
+}
+
+impl Default for LookupRead {
+    fn default() -> Self {
+        Self { batch: LookupReadBatch::default(), thread_size: default_lookup_threads() }
+    }
+}
+
+fn default_lookup_threads() -> u32 {
+    3
+}
+
+/// `jdbc.read.batch.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupReadBatch {
+    /// `lookup.jdbc.read.batch.size`: keys per query (default 128).
+    #[serde(default = "default_lookup_batch")]
+    pub size: u32,
+    /// `lookup.jdbc.read.batch.queue-size`: missing keys of a batch in flight at once (default 256).
+    #[serde(default = "default_lookup_queue")]
+    pub queue_size: u32,
+}
+
+impl Default for LookupReadBatch {
+    fn default() -> Self {
+        Self { size: default_lookup_batch(), queue_size: default_lookup_queue() }
+    }
+}
+
+fn default_lookup_batch() -> u32 {
+    128
+}
+
+fn default_lookup_queue() -> u32 {
+    256
 }
 
 /// `[[sink]]`, by `type`.

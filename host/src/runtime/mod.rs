@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 use crate::Batch;
 use crate::doris::sink::{DorisWriter, SinkError, SinkMetrics, SinkSettings};
 use crate::doris::{Credentials, StreamLoadClient, TxnOutcome};
+use crate::lookup::{LookupJoin, LookupMetrics, LookupTable};
 use crate::pipeline::{PipelineFile, SinkConfig, TransformConfig};
 use crate::state::{CHECKPOINT_VERSION, Checkpoint, StateDir, Txn};
 use crate::wasm::{ComponentCache, Plugin, PluginRuntime, TransformInstance};
@@ -54,6 +55,8 @@ pub struct Stats {
     /// Commits tried again after a failure.
     pub commit_retries: AtomicU64,
     pub sink: Arc<SinkMetrics>,
+    /// Each lookup transform's dimension table and counters.
+    pub lookups: Vec<(String, Arc<LookupMetrics>)>,
 }
 
 /// What a finished run did.
@@ -91,6 +94,55 @@ struct Trigger {
     last: bool,
 }
 
+/// A transform of the pipeline, ready for each worker to make its own instance.
+pub enum PreparedTransform {
+    /// A WebAssembly plugin and the settings for its `init`.
+    Wasm(Plugin, Vec<(String, String)>),
+    /// A lookup join; its connection pool, cache and counters are shared by the workers.
+    Lookup(Arc<LookupTable>),
+}
+
+impl PreparedTransform {
+    /// An instance for batches of `input`. Blocks while a plugin is instantiated.
+    pub fn instance(&self, input: &SchemaRef) -> anyhow::Result<RunningTransform> {
+        Ok(match self {
+            PreparedTransform::Wasm(plugin, config) => RunningTransform::Wasm(plugin.transform(config, input)?),
+            PreparedTransform::Lookup(t) => RunningTransform::Lookup(LookupJoin::new(t.clone(), input)?),
+        })
+    }
+
+    /// What it is, for `sluice check`.
+    pub fn describe(&self) -> String {
+        match self {
+            PreparedTransform::Wasm(plugin, _) => plugin.name().to_string(),
+            PreparedTransform::Lookup(t) => format!("lookup: {}", t.describe()),
+        }
+    }
+}
+
+/// One worker's instance of a transform.
+pub enum RunningTransform {
+    Wasm(TransformInstance),
+    Lookup(LookupJoin),
+}
+
+impl RunningTransform {
+    pub fn output_schema(&self) -> &SchemaRef {
+        match self {
+            RunningTransform::Wasm(t) => t.output_schema(),
+            RunningTransform::Lookup(l) => l.output_schema(),
+        }
+    }
+
+    /// Transform one batch: a plugin runs on this thread, a lookup awaits its queries.
+    pub async fn process(&mut self, batch: &Batch) -> anyhow::Result<Vec<Batch>> {
+        Ok(match self {
+            RunningTransform::Wasm(t) => tokio::task::block_in_place(|| t.process(batch))?,
+            RunningTransform::Lookup(l) => vec![l.process(batch).await?],
+        })
+    }
+}
+
 /// Everything a run needs that outlives a restart.
 pub struct Prepared {
     pub file: PathBuf,
@@ -98,7 +150,7 @@ pub struct Prepared {
     pub base_dir: PathBuf,
     pub state: Arc<Mutex<StateDir>>,
     pub client: StreamLoadClient,
-    pub plugins: Vec<(Plugin, Vec<(String, String)>)>,
+    pub transforms: Vec<PreparedTransform>,
     pub sinks: Vec<Arc<SinkSettings>>,
     pub source_schema: SchemaRef,
     pub stats: Arc<Stats>,
@@ -142,7 +194,7 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
     let read_timeout = doris.request_read_timeout.0;
     let client = StreamLoadClient::new(
         fenodes,
-        Credentials::new(doris.username.clone(), password),
+        Credentials::new(doris.username.clone(), password.clone()),
         doris.request_connect_timeout.0,
         read_timeout,
     )?;
@@ -170,11 +222,23 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let runtime = PluginRuntime::new(ComponentCache::default_location())?;
-    let mut plugins = Vec::new();
+    let mut transforms = Vec::new();
+    let mut lookups = Vec::new();
     for t in &pipeline.transform {
-        let TransformConfig::Wasm(w) = t;
-        let plugin = runtime.load(&base_dir.join(&w.plugin), w.limits.clone())?;
-        plugins.push((plugin, plugin_config(&w.config)));
+        match t {
+            TransformConfig::Wasm(w) => {
+                let plugin = runtime.load(&base_dir.join(&w.plugin), w.limits.clone())?;
+                transforms.push(PreparedTransform::Wasm(plugin, plugin_config(&w.config)));
+            }
+            TransformConfig::Lookup(l) => {
+                let connections = l.jdbc.read.thread_size as usize * pipeline.pipeline.parallelism as usize;
+                let table = LookupTable::connect(l, &doris, &password, connections)
+                    .await
+                    .with_context(|| format!("{}: transform", file.display()))?;
+                lookups.push((l.table.clone(), table.metrics.clone()));
+                transforms.push(PreparedTransform::Lookup(table));
+            }
+        }
     }
     let source_schema = source::declared_schema(&pipeline.source[0])?;
     Ok(Prepared {
@@ -183,10 +247,10 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
         base_dir,
         state: Arc::new(Mutex::new(state)),
         client,
-        plugins,
+        transforms,
         sinks,
         source_schema,
-        stats: Arc::new(Stats::default()),
+        stats: Arc::new(Stats { lookups, ..Stats::default() }),
         read_timeout,
     })
 }
@@ -312,11 +376,11 @@ async fn commit_all(p: &Prepared, txns: &[Txn]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn transform_instances(p: &Prepared) -> anyhow::Result<Vec<TransformInstance>> {
+fn transform_instances(p: &Prepared) -> anyhow::Result<Vec<RunningTransform>> {
     let mut schema = p.source_schema.clone();
     let mut out = Vec::new();
-    for (plugin, config) in &p.plugins {
-        let inst = plugin.transform(config, &schema)?;
+    for t in &p.transforms {
+        let inst = t.instance(&schema)?;
         schema = inst.output_schema().clone();
         out.push(inst);
     }
@@ -570,7 +634,7 @@ async fn source_task(
 
 async fn worker_task(
     mut rx: mpsc::Receiver<Message>,
-    mut transforms: Vec<TransformInstance>,
+    mut transforms: Vec<RunningTransform>,
     mut writers: Vec<DorisWriter>,
     acks: mpsc::UnboundedSender<Ack>,
     worker: usize,
@@ -596,7 +660,7 @@ async fn worker_task(
                 for t in &mut transforms {
                     let mut next = Vec::new();
                     for b in &batches {
-                        next.extend(tokio::task::block_in_place(|| t.process(b))?);
+                        next.extend(t.process(b).await?);
                     }
                     batches = next;
                 }

@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod decoders;
+mod lookup;
 mod pipeline;
 mod sandbox;
 mod sink;

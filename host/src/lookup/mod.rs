@@ -1,0 +1,186 @@
+//! Lookup joins: each row of the stream is enriched with the matching rows of a Doris dimension
+//! table, read over the MySQL protocol.
+//!
+//! Per batch, the key values are put in the types of the dimension's key columns, de-duplicated
+//! and served from the cache where possible; the misses are fetched with
+//! `WHERE k IN (…)` / `WHERE (k1, k2) IN ((…), …)` queries of at most `jdbc.read.batch.size` keys,
+//! up to `jdbc.read.thread_size` of them at a time, values rendered as escaped SQL literals. The
+//! output keeps the input's row order. With `cache.mode = "full"` the whole table is held in
+//! memory and read again every `cache.ttl`.
+
+mod cache;
+mod fetch;
+mod join;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sluice_guest::types::DorisType;
+
+pub use join::LookupJoin;
+
+use crate::pipeline::{DorisSection, JoinKind, LookupTransform};
+use cache::KeyCache;
+use fetch::Dimension;
+
+/// A failure of a lookup join, naming the dimension table and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("lookup: {0}")]
+    Config(String),
+    #[error("lookup in `{table}`: the dimension table cannot be read: {message}")]
+    Describe { table: String, message: String },
+    #[error("lookup in `{table}`: the dimension table has no column `{column}`; its columns are {columns}")]
+    NoDimensionColumn { table: String, column: String, columns: String },
+    #[error("lookup in `{table}`: the stream has no column `{column}`; its columns are {columns}")]
+    NoStreamColumn { table: String, column: String, columns: String },
+    #[error(
+        "lookup in `{table}`: output column `{column}` is already a stream column; rename it with `rename.{dim} = \"…\"`"
+    )]
+    Clash { table: String, column: String, dim: String },
+    #[error("lookup in `{table}`: query failed after {attempts} attempt(s) (`max_retries` = {retries}): {message}")]
+    Query { table: String, attempts: u32, retries: u32, message: String },
+    #[error("lookup in `{table}`: {message}")]
+    Data { table: String, message: String },
+}
+
+/// Counters of one lookup transform, summed over the workers.
+#[derive(Debug, Default)]
+pub struct LookupMetrics {
+    /// Distinct keys of a batch answered by the cache (negative entries included).
+    pub hits: AtomicU64,
+    /// Distinct keys of a batch that had to be fetched.
+    pub misses: AtomicU64,
+    /// Queries sent to Doris, retries included.
+    pub queries: AtomicU64,
+    /// Queries that failed (each retried while `max_retries` allows).
+    pub query_failures: AtomicU64,
+    /// Dimension rows read.
+    pub rows_fetched: AtomicU64,
+    /// Time spent in queries, summed, in microseconds.
+    pub query_time_us: AtomicU64,
+    /// The slowest query, in microseconds.
+    pub query_time_max_us: AtomicU64,
+    /// Loads of the whole table (`cache.mode = "full"`).
+    pub full_loads: AtomicU64,
+}
+
+impl LookupMetrics {
+    /// `(name, help, value)` for every counter.
+    pub fn values(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("lookup_hits", "Distinct keys answered by the lookup cache.", g(&self.hits)),
+            ("lookup_misses", "Distinct keys fetched from the dimension table.", g(&self.misses)),
+            ("lookup_queries", "Lookup queries sent, retries included.", g(&self.queries)),
+            ("lookup_query_failures", "Lookup queries that failed.", g(&self.query_failures)),
+            ("lookup_rows_fetched", "Dimension rows read by lookups.", g(&self.rows_fetched)),
+            ("lookup_query_time_us", "Time spent in lookup queries, in microseconds.", g(&self.query_time_us)),
+            ("lookup_query_time_max_us", "The slowest lookup query, in microseconds.", g(&self.query_time_max_us)),
+            ("lookup_full_loads", "Loads of the whole dimension table (full cache).", g(&self.full_loads)),
+        ]
+    }
+
+    fn record_query(&self, elapsed: std::time::Duration, ok: bool) {
+        let us = elapsed.as_micros() as u64;
+        self.queries.fetch_add(1, Ordering::Relaxed);
+        self.query_time_us.fetch_add(us, Ordering::Relaxed);
+        self.query_time_max_us.fetch_max(us, Ordering::Relaxed);
+        if !ok {
+            self.query_failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A dimension column as the lookup uses it.
+#[derive(Debug, Clone)]
+struct DimColumn {
+    /// The name in Doris.
+    name: String,
+    ty: DorisType,
+}
+
+/// The part of a lookup shared by every worker: the connection pool, the dimension's columns, the
+/// cache and the counters.
+pub struct LookupTable {
+    dim: Dimension,
+    /// Stream columns matched with `dim.keys`, in the same order.
+    stream_keys: Vec<String>,
+    /// Output names of `dim.values`.
+    output_names: Vec<String>,
+    join: JoinKind,
+    cache: KeyCache,
+    /// Keys per query.
+    batch_size: usize,
+    /// Keys of one batch in flight at once.
+    queue_size: usize,
+    /// Queries in flight at once per worker.
+    threads: usize,
+    pub metrics: Arc<LookupMetrics>,
+}
+
+impl LookupTable {
+    /// Connect to the dimension table of `cfg` and read its columns; `connections` bounds the pool.
+    pub async fn connect(
+        cfg: &LookupTransform,
+        doris: &DorisSection,
+        password: &str,
+        connections: usize,
+    ) -> Result<Arc<LookupTable>, LookupError> {
+        let metrics = Arc::new(LookupMetrics::default());
+        let dim = Dimension::connect(cfg, doris, password, connections, metrics.clone()).await?;
+        let stream_keys = if cfg.stream_keys.is_empty() { cfg.keys.clone() } else { cfg.stream_keys.clone() };
+        let output_names =
+            dim.values.iter().map(|c| cfg.rename.get(&c.name).cloned().unwrap_or_else(|| c.name.clone())).collect();
+        let (batch_size, threads) = if cfg.jdbc.is_async {
+            (cfg.jdbc.read.batch.size as usize, cfg.jdbc.read.thread_size as usize)
+        } else {
+            (1, 1)
+        };
+        Ok(Arc::new(LookupTable {
+            cache: KeyCache::new(&cfg.cache),
+            dim,
+            stream_keys,
+            output_names,
+            join: cfg.join,
+            batch_size,
+            queue_size: (cfg.jdbc.read.batch.queue_size as usize).max(batch_size),
+            threads,
+            metrics,
+        }))
+    }
+
+    /// `db.table` as configured.
+    pub fn table(&self) -> &str {
+        &self.dim.table
+    }
+
+    /// One line for `sluice check`.
+    pub fn describe(&self) -> String {
+        let on: Vec<String> =
+            self.dim.keys.iter().zip(&self.stream_keys).map(|(d, s)| format!("{} = {s}", d.name)).collect();
+        let cols: Vec<String> = self
+            .dim
+            .values
+            .iter()
+            .zip(&self.output_names)
+            .map(|(c, out)| if &c.name == out { c.name.clone() } else { format!("{} AS {out}", c.name) })
+            .collect();
+        format!(
+            "{} join {} on {} bringing {} ({})",
+            match self.join {
+                JoinKind::Left => "left",
+                JoinKind::Inner => "inner",
+            },
+            self.dim.table,
+            on.join(", "),
+            cols.join(", "),
+            self.cache.describe()
+        )
+    }
+
+    /// Close the connection pool.
+    pub async fn close(&self) {
+        self.dim.close().await;
+    }
+}
