@@ -27,6 +27,8 @@ pub(super) struct Dimension {
     /// `` SELECT `k1`, …, `v1`, … FROM `db`.`table` ``
     select: String,
     max_retries: u32,
+    /// How long one query may take (`doris.request_read_timeout`).
+    timeout: Duration,
     metrics: Arc<LookupMetrics>,
 }
 
@@ -81,13 +83,17 @@ impl Dimension {
             pool: mysql_async::Pool::new(opts),
             select: String::new(),
             max_retries: cfg.max_retries,
+            timeout: doris.request_read_timeout.0,
             metrics,
         };
         let from = format!("{}.{}", quote(db), quote(name));
-        let described = dim
-            .query(&format!("DESC {from}"), false)
-            .await
-            .map_err(|e| LookupError::Describe { table: cfg.table.clone(), message: e.to_string() })?;
+        let described = dim.query(&format!("DESC {from}"), false).await.map_err(|e| {
+            let message = match e {
+                LookupError::Query { message, .. } => message,
+                other => other.to_string(),
+            };
+            LookupError::Describe { table: cfg.table.clone(), message }
+        })?;
         let mut columns = Vec::new();
         for row in described {
             let (Some(Some(field)), Some(Some(ty))) = (row.first(), row.get(1)) else { continue };
@@ -125,11 +131,14 @@ impl Dimension {
         let mut attempt = 0u32;
         loop {
             let started = Instant::now();
-            let result = async {
+            let query = async {
                 let mut conn = self.pool.get_conn().await?;
                 conn.query::<mysql_async::Row, _>(sql).await
-            }
-            .await;
+            };
+            let result = match tokio::time::timeout(self.timeout, query).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no answer within {:?} (`doris.request_read_timeout`)", self.timeout)),
+            };
             if lookup {
                 self.metrics.record_query(started.elapsed(), result.is_ok());
             }
@@ -146,7 +155,7 @@ impl Dimension {
                         table: self.table.clone(),
                         attempts: attempt + 1,
                         retries: self.max_retries,
-                        message: e.to_string(),
+                        message: e,
                     });
                 }
             }
