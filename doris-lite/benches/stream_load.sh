@@ -31,7 +31,7 @@ fi
 
 start_server() {
   local out="$WORK/server.$1.out"
-  "$BIN" --fe-http-port 0 --be-http-port 0 --query-port 0 >"$out" 2>"$WORK/server.$1.err" &
+  "$BIN" --fe-http-port 0 --be-http-port 0 --query-port 0 --arrow-flight-sql-port 0 >"$out" 2>"$WORK/server.$1.err" &
   PIDS+=("$!")
   SERVER_PID=$!
   for _ in $(seq 1 100); do grep -q '^ready$' "$out" 2>/dev/null && break; sleep 0.1; done
