@@ -116,6 +116,12 @@ for mode in ["MIN_DELTA", "APPEND_ONLY", "DETAIL"]:
     t = query(c, o, sys.argv[2].replace("MODE", mode))
     res[mode] = [[r["id"], r["status"], r["__DORIS_BINLOG_OP__"]] for r in t.to_pylist()]
     res["types"] = [str(f.type) for f in t.schema][2:]
+import pymysql
+db = pymysql.connect(host="127.0.0.1", port=int(sys.argv[3]), user="root", password="")
+cur = db.cursor()
+for mode in ["MIN_DELTA", "APPEND_ONLY", "DETAIL"]:
+    cur.execute(sys.argv[4].replace("MODE", mode))
+    res["pymysql_" + mode] = [[r[0], r[1], r[4]] for r in cur.fetchall()]
 out(res)
 "#
         );
@@ -123,7 +129,8 @@ out(res)
             "orders",
             "'startTimestamp' = '2030-01-01 18:03:00', 'endTimestamp' = '2030-01-01 18:10:00', 'incrementType' = 'MODE'",
         );
-        let out = run_python(&script, &[s.flight_port().to_string(), sql]);
+        let utc = incr_sql("orders", &window("MODE"));
+        let out = run_python(&script, &[s.flight_port().to_string(), sql, s.query_port().to_string(), utc]);
         serde_json::from_str(out.lines().last().unwrap()).unwrap()
     };
     assert_eq!(r["MIN_DELTA"], json!([[1, "created", 2], [1, "paid", 3], [2, "created", 1], [4, "created", 0]]));
@@ -140,6 +147,9 @@ out(res)
         ])
     );
     assert_eq!(r["types"], json!(["int64", "int64", "int8"]));
+    for mode in ["MIN_DELTA", "APPEND_ONLY", "DETAIL"] {
+        assert_eq!(r[format!("pymysql_{mode}")], r[mode], "pymysql reads the same {mode} rows");
+    }
 }
 
 #[test]
@@ -227,7 +237,7 @@ fn ttl_per_mode() {
 fn visibility_wait_times_out_with_5101_and_future_end_is_5100() {
     let s = server();
     worked_example(&s);
-    let hold = "Txn.hold_in_flight?table=test.orders&ms=2500";
+    let hold = "Txn.hold_in_flight?table=test.orders&ms=6000";
     let r = curl_json(&args(&[
         "-sS",
         "-u",
@@ -266,9 +276,16 @@ try:
     query(c, o, future)
 except fl.FlightUnavailableError as e:
     res["future_flight"] = msg(e)
-time.sleep(2.5)
-cur.execute(sql)
-res["after"] = len(cur.fetchall())
+deadline = time.time() + 20
+while True:
+    try:
+        cur.execute(sql)
+        res["after"] = len(cur.fetchall())
+        break
+    except pymysql.err.OperationalError as e:
+        if time.time() > deadline:
+            raise
+res["total_s"] = time.time() - t0
 out(res)
 "#
     );
@@ -306,6 +323,7 @@ out(res)
     );
     assert!(r["future_flight"].as_str().unwrap().contains("ERR_INCR_WINDOW_NOT_READY"), "{r}");
     assert_eq!(r["after"], 6, "once the transaction is gone the window reads");
+    assert!(r["total_s"].as_f64().unwrap() < 7.0, "{r}");
 }
 
 #[test]
