@@ -130,8 +130,16 @@ impl LookupTable {
         let metrics = Arc::new(LookupMetrics::default());
         let dim = Dimension::connect(cfg, doris, password, connections, metrics.clone()).await?;
         let stream_keys = if cfg.stream_keys.is_empty() { cfg.keys.clone() } else { cfg.stream_keys.clone() };
+        let renamed = |name: &str| cfg.rename.iter().find(|(from, _)| from.eq_ignore_ascii_case(name));
+        if let Some(from) = cfg.rename.keys().find(|from| !dim.values.iter().any(|c| c.name.eq_ignore_ascii_case(from)))
+        {
+            let values: Vec<&str> = dim.values.iter().map(|c| c.name.as_str()).collect();
+            let message =
+                format!("`rename.{from}`: `{from}` is not a column this lookup brings back ({})", values.join(", "));
+            return Err(LookupError::Data { table: cfg.table.clone(), message });
+        }
         let output_names =
-            dim.values.iter().map(|c| cfg.rename.get(&c.name).cloned().unwrap_or_else(|| c.name.clone())).collect();
+            dim.values.iter().map(|c| renamed(&c.name).map_or_else(|| c.name.clone(), |(_, to)| to.clone())).collect();
         let (batch_size, threads) = if cfg.jdbc.is_async {
             (cfg.jdbc.read.batch.size as usize, cfg.jdbc.read.thread_size as usize)
         } else {

@@ -292,6 +292,11 @@ async fn a_missing_table_or_column_is_named() {
     let table = connect(&doris, "table = 'dim.dim_city'\nkeys = ['city']\nstream_keys = ['town']").await.unwrap();
     let e = LookupJoin::new(table, &batch(FACT, &[]).schema()).err().unwrap().to_string();
     assert_eq!(e, "lookup in `dim.dim_city`: the stream has no column `town`; its columns are id, name, city");
+    let e = connect(&doris, "table = 'dim.dim_city'\nkeys = ['city']\nrename.city = 'town'").await.err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "lookup in `dim.dim_city`: `rename.city`: `city` is not a column this lookup brings back (level, province, country)"
+    );
     let table = connect(&doris, "table = 'dim.dim_city'\nkeys = ['city']\ncolumns = ['country', 'name']").await;
     assert!(table.err().unwrap().to_string().contains("has no column `name`"));
     let table =
