@@ -26,7 +26,7 @@ use datafusion::variable::{VarProvider, VarType};
 
 use crate::ddl::{ObjectName, Parser};
 use crate::engine::{Engine, EngineError, desc_type, show_create_table};
-use crate::storage::{DELETE_SIGN, KeysType, ROWID_COL, RowOp, SEQUENCE_COL, StoredRow, TableWrite};
+use crate::storage::{DELETE_SIGN, KeysType, ROWID_COL, RowOp, SEQUENCE_COL, TableWrite};
 use crate::table_refs::RefKind;
 use crate::types::{DorisType, Value, format_date, format_datetime, format_decimal};
 
@@ -1823,11 +1823,6 @@ fn strip_leading_comments(sql: &str) -> &str {
             return s;
         }
     }
-}
-
-/// Unused-row helper kept for part 2 (tablet scans): the live rows of a tablet as values.
-pub fn tablet_rows(rows: &[StoredRow]) -> Vec<Vec<Value>> {
-    rows.iter().map(|r| r.values.clone()).collect()
 }
 
 #[cfg(test)]

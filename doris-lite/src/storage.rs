@@ -764,20 +764,43 @@ impl Table {
         }
         let schema = self.arrow_schema(with_hidden, false);
         let hidden = if with_hidden { self.schema.hidden_columns() } else { Vec::new() };
-        let ncols = self.schema.columns.len();
-        let mut out = Vec::with_capacity(self.tablets.len());
-        for tablet in &self.tablets {
+        let columns = &self.schema.columns;
+        let build = |tablet: &Tablet| -> Result<RecordBatch, String> {
             let rows: Vec<&StoredRow> = tablet.live_rows().collect();
-            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(ncols + hidden.len());
-            for (ci, c) in self.schema.columns.iter().enumerate() {
+            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len() + hidden.len());
+            for (ci, c) in columns.iter().enumerate() {
                 arrays.push(build_array(&c.ty, rows.iter().map(|r| &r.values[ci]))?);
             }
             for (name, ty) in &hidden {
                 let hv: Vec<Value> = rows.iter().map(|r| hidden_value(name, r)).collect();
                 arrays.push(build_array(ty, hv.iter())?);
             }
-            out.push(RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())?);
-        }
+            RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())
+        };
+        // Large tables are converted on all cores, a share of the tablets each.
+        let rows: usize = self.tablets.iter().map(|t| t.rows.len() + t.keyed.len()).sum();
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(self.tablets.len());
+        let out: Vec<RecordBatch> = if threads > 1 && rows >= 100_000 {
+            let per = self.tablets.len().div_ceil(threads);
+            let parts: Vec<Result<Vec<RecordBatch>, String>> = std::thread::scope(|s| {
+                let handles: Vec<_> = self
+                    .tablets
+                    .chunks(per)
+                    .map(|chunk| s.spawn(|| chunk.iter().map(build).collect::<Result<Vec<_>, _>>()))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err("snapshot conversion panicked".to_string())))
+                    .collect()
+            });
+            let mut out = Vec::with_capacity(self.tablets.len());
+            for p in parts {
+                out.extend(p?);
+            }
+            out
+        } else {
+            self.tablets.iter().map(build).collect::<Result<_, _>>()?
+        };
         self.tablet_snapshots = Some((self.data_version, with_hidden, out.clone()));
         Ok(out)
     }
@@ -963,6 +986,23 @@ mod tests {
         let mut v: Vec<Vec<Value>> = t.tablets.iter().flat_map(|t| t.live_rows().map(|r| r.values.clone())).collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn tablet_snapshots_of_a_large_table_match_the_tablets() {
+        let mut t = table(KeysType::Duplicate, vec![], [None, None]);
+        let ops: Vec<RowOp> = (0..150_000).map(|k| op(k, Some(k * 2), "x", false)).collect();
+        t.apply(TableWrite::Rows { ops, partial: None }, 1, 0);
+        let batches = t.tablet_snapshots(false).unwrap();
+        assert_eq!(batches.len(), 3);
+        for (b, tablet) in batches.iter().zip(&t.tablets) {
+            assert_eq!(b.num_rows(), tablet.rows.len());
+            let keys = b.column(0).as_any().downcast_ref::<arrow::array::Int32Array>().unwrap();
+            let want: Vec<i32> =
+                tablet.rows.iter().map(|r| if let Value::Int(k) = r.values[0] { k as i32 } else { -1 }).collect();
+            assert_eq!(keys.values().to_vec(), want);
+        }
+        assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 150_000);
     }
 
     #[test]
