@@ -330,3 +330,35 @@ out({{"first": got, "err": err, "again": again}})
     assert_eq!(r["err"], "debug point Flight.drop_stream: stream dropped after 1 batches");
     assert_eq!(r["again"], 300, "execute=1: the next read is whole");
 }
+
+#[test]
+fn restart_listeners_keeps_flight_sessions() {
+    let s = Server::start();
+    let add = format!("http://{}/api/debug_point/add/Server.restart_listeners?ms=500", s.fe());
+    let r = py(
+        &s,
+        &format!(
+            r#"
+import subprocess, time
+c, o = connect(port)
+query(c, o, "SET time_zone = '+08:00'")
+subprocess.run(["curl", "-sS", "-u", "root:", "-X", "POST", "{add}"], check=True, capture_output=True)
+time.sleep(0.2)
+errors = []
+deadline = time.time() + 15
+while True:
+    try:
+        tz = query(c, o, "SELECT @@time_zone AS tz").column(0).to_pylist()
+        break
+    except fl.FlightError as e:
+        errors.append(type(e).__name__)
+        if time.time() > deadline:
+            raise
+        time.sleep(0.1)
+out({{"tz": tz, "saw_outage": len(errors) > 0}})
+"#
+        ),
+    );
+    assert_eq!(r["tz"], json!(["+08:00"]), "the Bearer session outlives the restart");
+    assert_eq!(r["saw_outage"], true, "{r}");
+}
