@@ -277,6 +277,33 @@ impl Engine {
                     // A statement that failed at replay failed originally too: skip it.
                     let _ = ddl_in_state(&mut state, db.as_deref(), &sql);
                 }
+                LogRecord::Precommit { db, table, txn_id, label, write } => {
+                    state.next_txn = state.next_txn.max(txn_id + 1);
+                    if let Ok(d) = state.db_mut(&db) {
+                        d.labels.insert(label.clone(), txn_id);
+                    }
+                    state.txns.insert(
+                        txn_id,
+                        Txn {
+                            id: txn_id,
+                            db,
+                            table,
+                            label,
+                            status: TxnStatus::Precommitted,
+                            write: Some(write),
+                            since: Instant::now(),
+                            reason: String::new(),
+                            tso: 0,
+                        },
+                    );
+                }
+                LogRecord::Abort { txn_id } => {
+                    if let Some(t) = state.txns.get_mut(&txn_id) {
+                        t.status = TxnStatus::Aborted;
+                        t.write = None;
+                        t.reason = "User Abort".into();
+                    }
+                }
                 LogRecord::Commit { db, table, txn_id, label, tso, commit_ms, write } => {
                     state.tso.observe(tso);
                     state.next_txn = state.next_txn.max(txn_id + 1);
@@ -454,14 +481,26 @@ impl Engine {
         Ok(tso)
     }
 
-    /// Stores pre-committed data (2PC phase one).
-    pub fn precommit(&self, txn_id: i64, write: TableWrite) {
+    /// Stores pre-committed data (2PC phase one), in the commit log first when there is one.
+    pub fn precommit(&self, txn_id: i64, write: TableWrite) -> Result<(), EngineError> {
         let mut st = self.lock();
+        let Some(t) = st.txns.get(&txn_id) else { return Ok(()) };
+        if self.wal.is_some() {
+            let rec = LogRecord::Precommit {
+                db: t.db.clone(),
+                table: t.table.clone(),
+                txn_id,
+                label: t.label.clone(),
+                write: write.clone(),
+            };
+            self.log(&rec)?;
+        }
         if let Some(t) = st.txns.get_mut(&txn_id) {
             t.status = TxnStatus::Precommitted;
             t.write = Some(write);
             t.since = Instant::now();
         }
+        Ok(())
     }
 
     /// Resolves a 2PC operation target: by id, or by label within `db`.
@@ -524,11 +563,14 @@ impl Engine {
                 "transaction [{txn_id}] is already aborted. abort reason: {}",
                 t.reason
             ))),
-            _ => {
+            status => {
                 t.status = TxnStatus::Aborted;
                 t.write = None;
                 t.reason = "User Abort".into();
                 t.since = Instant::now();
+                if status == TxnStatus::Precommitted {
+                    self.log(&LogRecord::Abort { txn_id })?;
+                }
                 Ok(())
             }
         }
@@ -1074,10 +1116,33 @@ mod tests {
     }
 
     #[test]
+    fn precommitted_and_aborted_transactions_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || Engine::new(EngineConfig::default(), Some(WriteAheadLog::open(dir.path()).unwrap())).unwrap();
+        let (kept, dropped) = {
+            let e = open();
+            e.ddl(None, "CREATE DATABASE test").unwrap();
+            e.ddl(Some("test"), "CREATE TABLE t (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1").unwrap();
+            let a = e.begin("test", "t", "keep").unwrap();
+            e.precommit(a.txn_id, TableWrite::Rows { ops: vec![], partial: None }).unwrap();
+            let b = e.begin("test", "t", "drop").unwrap();
+            e.precommit(b.txn_id, TableWrite::Rows { ops: vec![], partial: None }).unwrap();
+            e.abort_2pc(b.txn_id).unwrap();
+            (a.txn_id, b.txn_id)
+        };
+        let e = open();
+        assert_eq!(e.label_state("test", "keep").unwrap(), "PRECOMMITTED");
+        assert_eq!(e.label_state("test", "drop").unwrap(), "ABORTED");
+        e.commit_2pc(kept).unwrap();
+        assert_eq!(e.label_state("test", "keep").unwrap(), "VISIBLE");
+        assert!(e.commit_2pc(dropped).unwrap_err().to_string().contains("is already aborted"));
+    }
+
+    #[test]
     fn labels_and_2pc() {
         let e = engine();
         let b = e.begin("test", "t", "l1").unwrap();
-        e.precommit(b.txn_id, TableWrite::Rows { ops: vec![], partial: None });
+        e.precommit(b.txn_id, TableWrite::Rows { ops: vec![], partial: None }).unwrap();
         match e.begin("test", "t", "l1") {
             Err(EngineError::LabelExists { status, txn_id, .. }) => {
                 assert_eq!(status.job_status(), "PRECOMMITTED");

@@ -528,7 +528,9 @@ async fn be_stream_load(
     }
     let commit_t = Instant::now();
     if reply.two_phase {
-        st.engine.precommit(txn_id, outcome.write);
+        if let Err(e) = st.engine.precommit(txn_id, outcome.write) {
+            return fail(reply, format!("[INTERNAL_ERROR]{e}"));
+        }
         reply.commit_ms = 0;
     } else {
         if let Err(e) = st.engine.commit(txn_id, outcome.write) {

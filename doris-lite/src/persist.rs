@@ -1,5 +1,5 @@
-//! `--data-dir` persistence: an append-only, fsynced log of DDL statements and committed
-//! writes, replayed at start. A commit is acknowledged only after its record is on disk.
+//! `--data-dir` persistence: an append-only, fsynced log of DDL statements, pre-committed and
+//! committed writes, and aborts of pre-committed ones, replayed at start. A commit is acknowledged only after its record is on disk.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -18,6 +18,25 @@ pub enum LogRecord {
         db: Option<String>,
         /// Statement text.
         sql: String,
+    },
+    /// A pre-committed (2PC phase one) transaction and its data: it survives a restart and can
+    /// still be committed or aborted, as in Doris.
+    Precommit {
+        /// Database.
+        db: String,
+        /// Table.
+        table: String,
+        /// Txn id.
+        txn_id: i64,
+        /// Label.
+        label: String,
+        /// The data.
+        write: TableWrite,
+    },
+    /// A pre-committed transaction aborted.
+    Abort {
+        /// Txn id.
+        txn_id: i64,
     },
     /// A committed transaction.
     Commit {

@@ -1,5 +1,6 @@
 //! The command line: `sluice plugin inspect`, `sluice plugin test`.
 
+mod embedded;
 mod plugin;
 mod run;
 
@@ -65,6 +66,11 @@ pub fn main() -> ExitCode {
 fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn,doris_lite=warn"));
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    use std::io::IsTerminal;
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = if json { fmt.json().try_init() } else { fmt.try_init() };
 }

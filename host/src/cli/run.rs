@@ -8,6 +8,8 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 use tokio::sync::watch;
 
+use super::embedded;
+use crate::doris::{Credentials, StreamLoadClient};
 use crate::pipeline::{PipelineFile, load_file};
 use crate::runtime::{self, Prepared, RunOptions, Stats};
 
@@ -31,10 +33,18 @@ async fn connect(file: &Path, pipeline: &PipelineFile) -> anyhow::Result<(Vec<St
     let doris = pipeline.doris.as_ref().context("a Doris sink needs a [doris] section with `fenodes`")?;
     if doris.fenodes.is_embedded() {
         let handle = embedded_doris(file, pipeline).await?;
+        if let Some(init) = &doris.init_sql {
+            embedded::run_init_sql(file, init, &embedded_client(&handle)?).await?;
+        }
         Ok((vec![handle.fe_http_addr().to_string()], Some(handle)))
     } else {
         Ok((doris.fenodes.addresses(), None))
     }
+}
+
+fn embedded_client(handle: &doris_lite::Handle) -> anyhow::Result<StreamLoadClient> {
+    let timeout = std::time::Duration::from_secs(30);
+    Ok(StreamLoadClient::new(vec![handle.fe_http_addr().to_string()], Credentials::new("root", ""), timeout, timeout)?)
 }
 
 /// `sluice run`: run until the sources are exhausted, or until SIGINT/SIGTERM (a final checkpoint
@@ -71,6 +81,13 @@ pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyh
             );
         }
         if let Some(h) = embedded {
+            // A local run ends by showing what it wrote, as `mysql` would.
+            if report.finished {
+                let client = embedded_client(&h)?;
+                for s in &prepared.sinks {
+                    embedded::print_table(&client, &format!("{}.{}", s.default_db, s.default_table)).await?;
+                }
+            }
             h.stop().await;
         }
         Ok(())

@@ -20,6 +20,10 @@ pub struct Credentials {
 }
 
 impl Credentials {
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+
     pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
         Self { user: user.into(), password: password.into() }
     }
@@ -212,6 +216,107 @@ impl StreamLoadClient {
                 Err(DorisError::Http { url, status: status.as_u16(), body: format!("{msg}: {data}") })
             }
         }
+    }
+
+    /// A POST on the FE REST API with a JSON body, unwrapping the envelope.
+    async fn rest_post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
+        let url = format!("http://{}{path}", self.fe());
+        let resp = self
+            .http
+            .post(&url)
+            .header(AUTHORIZATION, self.credentials.basic())
+            .json(body)
+            .timeout(self.read_timeout)
+            .send()
+            .await
+            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let envelope: serde_json::Value = serde_json::from_str(&text).map_err(|e| DorisError::Protocol {
+            url: url.clone(),
+            detail: format!("{e}: {}", text.chars().take(300).collect::<String>()),
+        })?;
+        match envelope.get("code").and_then(|c| c.as_i64()) {
+            Some(0) => Ok(envelope.get("data").cloned().unwrap_or_default()),
+            Some(401) => Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() }),
+            _ => {
+                let data = envelope.get("data").map(|d| d.to_string()).unwrap_or_default();
+                let msg = envelope.get("msg").and_then(|d| d.as_str()).unwrap_or_default();
+                Err(DorisError::Http { url, status: 200, body: format!("{msg}: {data}") })
+            }
+        }
+    }
+
+    /// Run one statement through the FE's SQL API (`/api/query/default_cluster/{db}`): column
+    /// names and rows as text.
+    pub async fn query(&self, db: &str, stmt: &str) -> Result<(Vec<String>, Vec<Vec<String>>), DorisError> {
+        let data =
+            self.rest_post(&format!("/api/query/default_cluster/{db}"), &serde_json::json!({ "stmt": stmt })).await?;
+        let names = data
+            .get("meta")
+            .and_then(|m| m.as_array())
+            .map(|m| m.iter().filter_map(|c| c.get("name")?.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::Null => "NULL".to_string(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let rows = data
+            .get("data")
+            .and_then(|d| d.as_array())
+            .map(|rows| rows.iter().filter_map(|r| r.as_array()).map(|r| r.iter().map(text).collect()).collect())
+            .unwrap_or_default();
+        Ok((names, rows))
+    }
+
+    /// The tablets a snapshot of `sql` over `db.table` reads (`_query_plan`), sorted.
+    pub async fn query_plan(&self, db: &str, table: &str, sql: &str) -> Result<Vec<i64>, DorisError> {
+        let data =
+            self.rest_post(&format!("/api/{db}/{table}/_query_plan"), &serde_json::json!({ "sql": sql })).await?;
+        if let Some(exception) = data.get("exception").and_then(|e| e.as_str()) {
+            return Err(DorisError::Table {
+                table: format!("{db}.{table}"),
+                message: format!("query plan: {exception}"),
+            });
+        }
+        let mut tablets: Vec<i64> = data
+            .get("partitions")
+            .and_then(|p| p.as_object())
+            .map(|p| p.keys().filter_map(|k| k.parse().ok()).collect())
+            .unwrap_or_default();
+        tablets.sort_unstable();
+        Ok(tablets)
+    }
+
+    /// The FE's Arrow Flight SQL port, from `SHOW FRONTENDS`.
+    pub async fn flight_sql_port(&self) -> Result<Option<u16>, DorisError> {
+        let data = self
+            .rest_post(
+                "/api/query/default_cluster/information_schema",
+                &serde_json::json!({ "stmt": "show frontends" }),
+            )
+            .await?;
+        let meta = data.get("meta").and_then(|m| m.as_array()).cloned().unwrap_or_default();
+        let Some(col) = meta.iter().position(|m| m.get("name").and_then(|n| n.as_str()) == Some("ArrowFlightSqlPort"))
+        else {
+            return Ok(None);
+        };
+        let port = data
+            .get("data")
+            .and_then(|d| d.as_array())
+            .and_then(|rows| rows.first())
+            .and_then(|r| r.get(col))
+            .and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())));
+        Ok(port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0))
+    }
+
+    /// The FE host (without port) this client talks to.
+    pub fn fe_host(&self) -> &str {
+        self.fe().rsplit_once(':').map_or(self.fe(), |(h, _)| h)
+    }
+
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
     }
 
     /// The key model and columns of `db.table`.

@@ -27,7 +27,7 @@ struct RawFile {
     sink: Vec<Spanned<toml::Table>>,
 }
 
-const SOURCE_TYPES: &[&str] = &["datagen", "file"];
+const SOURCE_TYPES: &[&str] = &["datagen", "file", "doris"];
 const TRANSFORM_TYPES: &[&str] = &["wasm", "lookup"];
 const SINK_TYPES: &[&str] = &["doris"];
 
@@ -43,6 +43,7 @@ fn read<T: DeserializeOwned>(table: toml::Table) -> EntryResult<T> {
 fn source_of(kind: &str, table: toml::Table) -> EntryResult<SourceConfig> {
     Ok(match kind {
         "datagen" => SourceConfig::Datagen(read(table)?),
+        "doris" => SourceConfig::Doris(read(table)?),
         _ => SourceConfig::File(read(table)?),
     })
 }
@@ -264,6 +265,10 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
         return Err(("sink".into(), "a pipeline needs at least one [[sink]]".into()));
     }
     for s in &p.source {
+        if let SourceConfig::Doris(d) = s {
+            validate_doris_source(d)?;
+            continue;
+        }
         let schema = match s {
             SourceConfig::Datagen(d) => {
                 if d.rows_per_second == 0 {
@@ -272,6 +277,7 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
                 &d.schema
             }
             SourceConfig::File(f) => &f.schema,
+            SourceConfig::Doris(_) => continue,
         };
         let columns =
             sluice_guest::types::parse_columns(schema).map_err(|e| ("source.schema".to_string(), e.message))?;
@@ -303,9 +309,10 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
             TransformConfig::Lookup(l) => validate_lookup(l, p.doris.as_ref())?,
         }
     }
-    let needs_doris = p.sink.iter().any(|s| matches!(s, SinkConfig::Doris(_)));
+    let needs_doris = p.sink.iter().any(|s| matches!(s, SinkConfig::Doris(_)))
+        || p.source.iter().any(|s| matches!(s, SourceConfig::Doris(_)));
     if needs_doris && p.doris.is_none() {
-        return Err(("doris".into(), "a Doris sink needs a [doris] section with `fenodes`".into()));
+        return Err(("doris".into(), "a Doris source or sink needs a [doris] section with `fenodes`".into()));
     }
     if let Some(d) = &p.doris {
         validate_doris(d)?;
@@ -322,6 +329,32 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
             return Err(("sink.flush.queue_size".into(), "must be at least 1".into()));
         }
         crate::doris::sink::SinkSettings::new(d, "sluice", std::time::Duration::from_secs(1))?;
+    }
+    Ok(())
+}
+
+fn validate_doris_source(d: &crate::pipeline::DorisSource) -> Result<(), (String, String)> {
+    if d.table.split('.').count() != 2 || d.table.split('.').any(str::is_empty) {
+        return Err(("source.table".into(), format!("expected `db.table`, got {:?}", d.table)));
+    }
+    if !d.use_flight_sql {
+        return Err((
+            "source.use_flight_sql".into(),
+            "Sluice reads Doris over Arrow Flight SQL only; remove this key or set it to true".into(),
+        ));
+    }
+    if d.request.tablet.size == 0 {
+        return Err(("source.request.tablet.size".into(), "must be at least 1".into()));
+    }
+    if d.flight_sql_port == 0 || d.flight_sql_port > 65535 || d.flight_sql_port < -1 {
+        return Err(("source.flight_sql_port".into(), format!("expected a port or -1, got {}", d.flight_sql_port)));
+    }
+    if d.scan.mode != crate::pipeline::ScanMode::Snapshot {
+        return Err((
+            "source.scan.mode".into(),
+            "this version reads snapshots only (`scan.mode = \"snapshot\"`); changelog reads are not available yet"
+                .into(),
+        ));
     }
     Ok(())
 }
@@ -386,6 +419,13 @@ fn validate_doris(d: &DorisSection) -> Result<(), (String, String)> {
                 return Err(("doris.fenodes".into(), format!("expected host:port, got {a:?}")));
             }
         }
+    }
+    if d.init_sql.is_some() && !d.fenodes.is_embedded() {
+        return Err((
+            "doris.init_sql".into(),
+            "only runs on the embedded doris-lite (`fenodes = \"embedded\"`); create tables in your Doris instead"
+                .into(),
+        ));
     }
     if d.password.is_some() && d.password_env.is_some() {
         return Err(("doris.password_env".into(), "set either `password` or `password_env`, not both".into()));
@@ -505,7 +545,7 @@ cache.ttl = "300s"
         let bad_type = GOOD.replace("type = \"datagen\"", "type = \"kafka\"");
         assert_eq!(
             err(&bad_type),
-            "pipeline.toml:11: source.type: expected one of \"datagen\", \"file\", got \"kafka\""
+            "pipeline.toml:11: source.type: expected one of \"datagen\", \"file\", \"doris\", got \"kafka\""
         );
 
         let bad_schema = GOOD.replace("age INT\"", "age INTEGRAL\"");
@@ -518,7 +558,10 @@ cache.ttl = "300s"
         assert_eq!(err(&bad_table), "pipeline.toml:25: sink.table: expected `db.table`, got \"student_trans\"");
 
         let no_doris = GOOD.replace("[doris]\nfenodes = [\"127.0.0.1:8030\"]\npassword_env = \"DORIS_PW\"\n", "");
-        assert_eq!(err(&no_doris), "pipeline.toml: doris: a Doris sink needs a [doris] section with `fenodes`");
+        assert_eq!(
+            err(&no_doris),
+            "pipeline.toml: doris: a Doris source or sink needs a [doris] section with `fenodes`"
+        );
 
         let bad_field = GOOD.replace("fields.age", "fields.agee");
         assert!(err(&bad_field).contains("source.fields.agee: `agee` is not a column of the source schema"));

@@ -101,6 +101,11 @@ pub struct DorisSection {
     /// `doris.request.read.timeout` (default 30s).
     #[serde(default = "default_request_timeout")]
     pub request_read_timeout: Duration,
+    /// With `fenodes = "embedded"`: SQL statements (a file, relative to the pipeline file) run at
+    /// start, to create and fill tables for local runs. Write them to be repeatable
+    /// (`CREATE … IF NOT EXISTS`, UNIQUE keys).
+    #[serde(default)]
+    pub init_sql: Option<PathBuf>,
 }
 
 fn default_username() -> String {
@@ -126,6 +131,8 @@ pub enum SourceConfig {
     Datagen(DatagenSource),
     /// Rows from a CSV or JSON-lines file (bounded).
     File(FileSource),
+    /// A Doris table, read tablet by tablet over Arrow Flight SQL.
+    Doris(DorisSource),
 }
 
 impl SourceConfig {
@@ -133,6 +140,7 @@ impl SourceConfig {
         match self {
             SourceConfig::Datagen(s) => s.name.as_deref(),
             SourceConfig::File(s) => s.name.as_deref(),
+            SourceConfig::Doris(s) => s.name.as_deref(),
         }
     }
 }
@@ -211,6 +219,116 @@ pub enum FileFormat {
     #[default]
     Csv,
     Json,
+}
+
+/// `type = "doris"` — the connector's `doris.*` and `source.*` read options.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DorisSource {
+    pub name: Option<String>,
+    /// `db.table` (the connector's `table.identifier`).
+    pub table: String,
+    /// `doris.read.field`: the columns to read, comma separated (default all).
+    #[serde(default)]
+    pub read: ReadOptions,
+    /// `doris.filter.query`: a predicate pushed down into the scan.
+    #[serde(default)]
+    pub filter: FilterOptions,
+    /// `doris.request.tablet.size`: tablets per split (default 1).
+    #[serde(default)]
+    pub request: ScanRequestOptions,
+    /// `doris.batch.size` (default 4064; batches come as Doris sends them).
+    #[serde(default)]
+    pub batch: BatchSizeOptions,
+    /// `source.use-flight-sql` (default true; the Thrift reader is not offered).
+    #[serde(default = "default_true")]
+    pub use_flight_sql: bool,
+    /// `source.flight-sql-port` (default -1: from `SHOW FRONTENDS`).
+    #[serde(default = "default_flight_port")]
+    pub flight_sql_port: i32,
+    /// `source.scan.mode` / `source.scan.timestamp`.
+    #[serde(default)]
+    pub scan: ScanOptions,
+}
+
+fn default_flight_port() -> i32 {
+    -1
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadOptions {
+    pub field: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterOptions {
+    pub query: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScanRequestOptions {
+    #[serde(default)]
+    pub tablet: TabletOptions,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TabletOptions {
+    #[serde(default = "default_tablet_size")]
+    pub size: u32,
+}
+
+impl Default for TabletOptions {
+    fn default() -> Self {
+        Self { size: default_tablet_size() }
+    }
+}
+
+fn default_tablet_size() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchSizeOptions {
+    #[serde(default = "default_batch_size")]
+    pub size: u32,
+}
+
+impl Default for BatchSizeOptions {
+    fn default() -> Self {
+        Self { size: default_batch_size() }
+    }
+}
+
+fn default_batch_size() -> u32 {
+    4064
+}
+
+/// `scan.mode` and `scan.timestamp`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScanOptions {
+    #[serde(default)]
+    pub mode: ScanMode,
+    pub timestamp: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScanMode {
+    /// Read the table once and stop.
+    #[default]
+    Snapshot,
+    /// The snapshot, then the changelog from the snapshot's point.
+    Initial,
+    /// The changelog from now on.
+    Latest,
+    /// The changelog from `scan.timestamp`.
+    FromTimestamp,
 }
 
 /// `[[transform]]`, by `type`.

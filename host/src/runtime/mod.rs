@@ -153,6 +153,8 @@ pub struct Prepared {
     pub transforms: Vec<PreparedTransform>,
     pub sinks: Vec<Arc<SinkSettings>>,
     pub source_schema: SchemaRef,
+    /// The Doris connection as sources see it.
+    pub doris: source::DorisContext,
     pub stats: Arc<Stats>,
     pub read_timeout: Duration,
 }
@@ -183,7 +185,7 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
     let state_path = state_dir_of(file, &pipeline);
     let state = StateDir::open(&state_path)?;
     let pipeline_id = state.pipeline_id()?;
-    let doris = pipeline.doris.clone().context("a Doris sink needs a [doris] section")?;
+    let doris = pipeline.doris.clone().context("a Doris source or sink needs a [doris] section")?;
     let password = match (&doris.password, &doris.password_env) {
         (Some(p), _) => p.clone(),
         (None, Some(var)) => std::env::var(var).with_context(|| {
@@ -240,7 +242,24 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
             }
         }
     }
-    let source_schema = source::declared_schema(&pipeline.source[0])?;
+    let flight_addr = match pipeline.source.first() {
+        Some(crate::pipeline::SourceConfig::Doris(d)) if d.flight_sql_port > 0 => {
+            Some(format!("{}:{}", client.fe_host(), d.flight_sql_port))
+        }
+        Some(crate::pipeline::SourceConfig::Doris(_)) => {
+            client.flight_sql_port().await?.map(|port| format!("{}:{port}", client.fe_host()))
+        }
+        _ => None,
+    };
+    let doris_ctx = source::DorisContext {
+        client: client.clone(),
+        flight_addr,
+        timeout: doris.request_connect_timeout.0,
+        retries: doris.request_retries,
+    };
+    let source_schema = source::declared_schema(&pipeline.source[0], Some(&doris_ctx))
+        .await
+        .with_context(|| format!("{}: source", file.display()))?;
     Ok(Prepared {
         file: file.to_path_buf(),
         pipeline,
@@ -250,6 +269,7 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
         transforms,
         sinks,
         source_schema,
+        doris: doris_ctx,
         stats: Arc::new(Stats { lookups, ..Stats::default() }),
         read_timeout,
     })
@@ -414,7 +434,9 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
     let mut total_rows = Some(0u64);
     for (w, position) in positions.iter().enumerate() {
-        let src = source::build(&p.pipeline.source[0], &p.base_dir, w as u32, n as u32, position.as_ref())?;
+        let src =
+            source::build(&p.pipeline.source[0], &p.base_dir, w as u32, n as u32, position.as_ref(), Some(&p.doris))
+                .await?;
         total_rows = total_rows.zip(src.total_rows()).map(|(a, b)| a + b);
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         tasks.spawn(source_task(src, tx, trigger_rx.clone(), exhausted_tx.clone(), w, p.stats.clone()));

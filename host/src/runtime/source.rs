@@ -17,7 +17,11 @@ use serde::{Deserialize, Serialize};
 use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, parse_columns};
 
 use crate::Batch;
-use crate::pipeline::{DatagenField, DatagenKind, DatagenSource, FileFormat, FileSource, SourceConfig};
+use crate::doris::StreamLoadClient;
+use crate::doris::scan::{FlightReader, quote, tablet_sql};
+use crate::pipeline::{
+    DatagenField, DatagenKind, DatagenSource, DorisSource as DorisSourceConfig, FileFormat, FileSource, SourceConfig,
+};
 
 /// What every source does. A source belongs to one worker (`worker` of `parallelism`).
 #[async_trait]
@@ -34,27 +38,226 @@ pub trait Source: Send {
     }
 }
 
+/// What sources need of the pipeline's `[doris]` connection.
+#[derive(Debug, Clone)]
+pub struct DorisContext {
+    pub client: StreamLoadClient,
+    /// The FE's Arrow Flight SQL address (`host:port`), when known.
+    pub flight_addr: Option<String>,
+    pub timeout: Duration,
+    /// `request_retries`: how often a dropped scan stream is re-opened.
+    pub retries: u32,
+}
+
 /// Build the source of worker `worker`, resuming at `position` when given.
-pub fn build(
+pub async fn build(
     config: &SourceConfig,
     base_dir: &Path,
     worker: u32,
     parallelism: u32,
     position: Option<&serde_json::Value>,
+    doris: Option<&DorisContext>,
 ) -> anyhow::Result<Box<dyn Source>> {
     Ok(match config {
         SourceConfig::Datagen(d) => Box::new(Datagen::new(d, worker, parallelism, position)?),
         SourceConfig::File(f) => Box::new(FileReader::new(f, base_dir, worker, position)?),
+        SourceConfig::Doris(d) => {
+            let ctx = doris.context("a Doris source needs a [doris] section")?;
+            Box::new(DorisScan::new(d, ctx, worker, parallelism, position).await?)
+        }
     })
 }
 
-/// The schema a source config declares.
-pub fn declared_schema(config: &SourceConfig) -> anyhow::Result<SchemaRef> {
+/// The schema of a source's batches: declared in the file, or asked of Doris.
+pub async fn declared_schema(config: &SourceConfig, doris: Option<&DorisContext>) -> anyhow::Result<SchemaRef> {
     let text = match config {
         SourceConfig::Datagen(d) => &d.schema,
         SourceConfig::File(f) => &f.schema,
+        SourceConfig::Doris(d) => {
+            let ctx = doris.context("a Doris source needs a [doris] section")?;
+            let (db, table) = d.table.split_once('.').context("source.table: expected `db.table`")?;
+            let mut reader = flight(ctx).await?;
+            let sql = format!("SELECT {} FROM {}.{} LIMIT 0", fields(d), quote(db), quote(table));
+            let (schema, _) =
+                reader.execute(&sql).await.with_context(|| format!("reading the schema of `{}`", d.table))?;
+            return Ok(schema);
+        }
     };
     Ok(arrow_schema(&parse_columns(text).map_err(|e| anyhow::anyhow!(e.message))?))
+}
+
+async fn flight(ctx: &DorisContext) -> anyhow::Result<FlightReader> {
+    let addr = ctx.flight_addr.as_deref().context(
+        "the Doris FE reports no Arrow Flight SQL port (`SHOW FRONTENDS`); set `flight_sql_port` on the source",
+    )?;
+    Ok(FlightReader::connect(addr, ctx.client.credentials(), ctx.timeout).await?)
+}
+
+/// `read.field` as a quoted select list (`*` when absent).
+fn fields(d: &DorisSourceConfig) -> String {
+    match &d.read.field {
+        Some(f) if !f.trim().is_empty() => {
+            f.split(',').map(|c| quote(c.trim().trim_matches('`'))).collect::<Vec<_>>().join(", ")
+        }
+        _ => "*".to_string(),
+    }
+}
+
+/// `type = "doris"`: a snapshot of a Doris table. `_query_plan` names the tablets; they are cut
+/// into splits of `request.tablet.size`, worker `w` of `n` reads splits `w`, `w + n`, … over Arrow
+/// Flight SQL (`SELECT … TABLET(…)`). The position is the split and the rows of it already
+/// delivered, so a restart re-reads only what no checkpoint covers; a stream that breaks is
+/// re-opened (up to `request_retries` times) and skips the rows already delivered.
+pub struct DorisScan {
+    schema: SchemaRef,
+    reader: FlightReader,
+    table: String,
+    statements: Vec<String>,
+    split: usize,
+    /// Rows of the current split delivered so far (across re-opens and restarts).
+    delivered: u64,
+    /// Rows of the current split seen on the open stream.
+    seen: u64,
+    stream: Option<(arrow_flight::decode::FlightRecordBatchStream, Vec<arrow_flight::Ticket>)>,
+    retries_left: u32,
+    max_retries: u32,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ScanPosition {
+    split: usize,
+    rows: u64,
+}
+
+impl DorisScan {
+    pub async fn new(
+        d: &DorisSourceConfig,
+        ctx: &DorisContext,
+        worker: u32,
+        parallelism: u32,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Self> {
+        let (db, table) = d.table.split_once('.').context("source.table: expected `db.table`")?;
+        let fields = fields(d);
+        let filter = d.filter.query.as_deref();
+        let mut plan_sql = format!("SELECT {fields} FROM {}.{}", quote(db), quote(table));
+        if let Some(f) = filter.filter(|f| !f.trim().is_empty()) {
+            plan_sql.push_str(&format!(" WHERE {f}"));
+        }
+        let tablets = ctx.client.query_plan(db, table, &plan_sql).await?;
+        let statements: Vec<String> = tablets
+            .chunks(d.request.tablet.size.max(1) as usize)
+            .enumerate()
+            .filter(|(i, _)| *i % parallelism as usize == worker as usize)
+            .map(|(_, ids)| tablet_sql(&fields, db, table, ids, filter))
+            .collect();
+        let mut reader = flight(ctx).await?;
+        let sql = format!("{plan_sql} LIMIT 0");
+        let (schema, _) = reader.execute(&sql).await?;
+        let pos: ScanPosition = match position {
+            Some(p) => serde_json::from_value(p.clone())
+                .with_context(|| format!("source position {p} is not a scan position"))?,
+            None => ScanPosition::default(),
+        };
+        Ok(Self {
+            schema,
+            reader,
+            table: d.table.clone(),
+            statements,
+            split: pos.split,
+            delivered: pos.rows,
+            seen: 0,
+            stream: None,
+            retries_left: ctx.retries,
+            max_retries: ctx.retries,
+        })
+    }
+
+    async fn open(&mut self) -> anyhow::Result<()> {
+        let sql = &self.statements[self.split];
+        let (_, mut tickets) = self.reader.execute(sql).await.with_context(|| format!("scanning `{}`", self.table))?;
+        tickets.reverse();
+        let first = tickets.pop().with_context(|| format!("scanning `{}`: Doris returned no ticket", self.table))?;
+        let stream = self.reader.stream(first).await?;
+        self.stream = Some((stream, tickets));
+        self.seen = 0;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Source for DorisScan {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Option<Batch>> {
+        use futures::StreamExt;
+        loop {
+            if self.split >= self.statements.len() {
+                return Ok(None);
+            }
+            if self.stream.is_none() {
+                self.open().await?;
+            }
+            let (stream, tickets) = self.stream.as_mut().expect("opened above");
+            match stream.next().await {
+                Some(Ok(batch)) => {
+                    let start = self.seen;
+                    self.seen += batch.num_rows() as u64;
+                    if self.seen <= self.delivered {
+                        continue; // delivered before a restart or a broken stream
+                    }
+                    let skip = self.delivered.saturating_sub(start) as usize;
+                    let batch = batch.slice(skip, batch.num_rows() - skip);
+                    self.delivered = self.seen;
+                    let columns = batch
+                        .columns()
+                        .iter()
+                        .zip(self.schema.fields())
+                        .map(
+                            |(c, f)| {
+                                if c.data_type() == f.data_type() { Ok(c.clone()) } else { cast(c, f.data_type()) }
+                            },
+                        )
+                        .collect::<Result<Vec<_>, _>>();
+                    let batch =
+                        columns.and_then(|c| RecordBatch::try_new(self.schema.clone(), c)).with_context(|| {
+                            format!("scanning `{}`: the table's columns changed during the scan", self.table)
+                        })?;
+                    return Ok(Some(Batch::new(batch)));
+                }
+                Some(Err(e)) => {
+                    if self.retries_left == 0 {
+                        bail!(
+                            "scanning `{}` (split {}): the stream broke {} times; last: {e}",
+                            self.table,
+                            self.split,
+                            self.max_retries + 1
+                        );
+                    }
+                    self.retries_left -= 1;
+                    tracing::warn!(table = %self.table, split = self.split, "scan stream broke, re-reading the split: {e}");
+                    self.stream = None;
+                }
+                None => {
+                    if let Some(next) = tickets.pop() {
+                        let s = self.reader.stream(next).await?;
+                        self.stream.as_mut().expect("open").0 = s;
+                        continue;
+                    }
+                    self.split += 1;
+                    self.delivered = 0;
+                    self.stream = None;
+                    self.retries_left = self.max_retries;
+                }
+            }
+        }
+    }
+
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({ "split": self.split, "rows": self.delivered })
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -128,6 +128,7 @@ impl Doris {
 
 /// Write `text` as `pipeline.toml` in `dir`.
 pub fn pipeline_file(dir: &std::path::Path, text: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("pipeline.toml");
     std::fs::write(&path, text).unwrap();
     path

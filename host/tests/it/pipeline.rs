@@ -214,7 +214,7 @@ fn bad_pipeline_files_fail_with_one_line_naming_file_line_and_key() {
         (
             "type = \"datagen\"",
             "type = \"kafka\"",
-            "pipeline.toml:8: source.type: expected one of \"datagen\", \"file\", got \"kafka\"",
+            "pipeline.toml:8: source.type: expected one of \"datagen\", \"file\", \"doris\", got \"kafka\"",
         ),
         (
             "name = \"p\"",
@@ -338,4 +338,103 @@ async fn metrics_are_served_in_prometheus_text_with_the_connectors_names() {
         .parse()
         .unwrap();
     assert!(loaded > 0, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doris_restarted_mid_run_keeps_its_precommitted_loads_and_the_pipeline_finishes_exactly_once() {
+    let data = tempfile::tempdir().unwrap();
+    let config = doris_lite::Config { data_dir: Some(data.path().to_path_buf()), ..doris_lite::Config::ephemeral() };
+    let first = doris_lite::DorisLite::start(config.clone()).await.unwrap();
+    let mut doris = Doris { handle: Some(first) };
+    doris.sql("CREATE DATABASE test");
+    doris.sql(TABLE);
+    let (fe, be, query, flight) = {
+        let h = doris.h();
+        (h.fe_http_addr().port(), h.be_http_addr().port(), h.query_addr().port(), h.flight_sql_addr().port())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 8000, 4000, ""));
+    let pipeline = tokio::spawn(async move { run(&path, None).await });
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    doris.handle.take().unwrap().stop().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = doris_lite::Config {
+        fe_http_port: fe,
+        be_http_port: be,
+        query_port: query,
+        arrow_flight_sql_port: flight,
+        ..config
+    };
+    doris.handle = Some(doris_lite::DorisLite::start(again).await.expect("doris-lite restarts on its ports"));
+    let report = pipeline.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished && report.restarts >= 1, "{report:?}");
+    assert_eq!(tally(&doris), "8000\t8000\t1\t8000");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_takes_a_final_checkpoint_and_exits_0_and_the_next_run_resumes() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 20_000, 5000, ""));
+    let child = Command::new(sluice_bin())
+        .args(["run", "--log-format", "json"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stopped at checkpoint"), "{stderr}");
+    // Logs are JSON lines.
+    let log = stderr.lines().find(|l| l.contains("taking a final checkpoint")).expect("a stop log line");
+    assert!(serde_json::from_str::<serde_json::Value>(log).is_ok(), "{log}");
+    let count: u64 = doris.sql("SELECT count(*) FROM test.student_trans")[0].parse().unwrap();
+    assert!(count > 0 && count < 20_000, "{count}");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    let report = run(&path, None).await.unwrap();
+    assert!(report.finished);
+    assert_eq!(tally(&doris), "20000\t20000\t1\t20000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_and_json_files_load_every_row_with_nulls() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let csv: String = (1..=500)
+        .map(|i| if i % 10 == 0 { format!("{i}|\\N|\\N\n") } else { format!("{i}|n{i}|{}\n", i % 40) })
+        .collect();
+    std::fs::write(dir.path().join("students.csv"), csv).unwrap();
+    let json: String = (501..=1000)
+        .map(|i| {
+            if i % 10 == 0 {
+                format!("{{\"id\":{i},\"name\":null}}\n")
+            } else {
+                format!("{{\"id\":{i},\"name\":\"n{i}\",\"age\":{}}}\n", i % 40)
+            }
+        })
+        .collect();
+    std::fs::write(dir.path().join("students.json"), json).unwrap();
+    for (file, extra) in
+        [("students.csv", "format = \"csv\"\ncolumn_separator = \"|\""), ("students.json", "format = \"json\"")]
+    {
+        let text = datagen_pipeline(&doris, 1, 1, "")
+            .replace("type = \"datagen\"", &format!("type = \"file\"\npath = \"{file}\"\n{extra}"))
+            .replace("rows_per_second = 1\nnumber_of_rows = 1\nfields.id = { kind = \"sequence\", start = 1 }\nfields.age = { min = 1, max = 50 }\n", "");
+        let sub = dir.path().join(file.replace('.', "_"));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::copy(dir.path().join(file), sub.join(file)).unwrap();
+        let report = run(&pipeline_file(&sub, &text), None).await.unwrap_or_else(|e| panic!("{file}: {e:#}"));
+        assert!(report.finished);
+    }
+    assert_eq!(tally(&doris), "1000\t1000\t1\t1000");
+    assert_eq!(doris.sql("SELECT count(*) FROM test.student_trans WHERE name IS NULL AND age IS NULL"), ["100"]);
+    assert_eq!(doris.sql("SELECT name, age FROM test.student_trans WHERE id = 7"), ["prefix_n7\t8"]);
 }

@@ -1,0 +1,110 @@
+//! The Doris source against doris-lite: `_query_plan` tablets, splits read over Arrow Flight SQL,
+//! projection and filter pushdown, parallel workers.
+
+use crate::common::{Doris, pipeline_file, plugin_wasm};
+
+fn pipeline(doris: &Doris, parallelism: u32, target: &str, source_extra: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "scan-{target}"
+parallelism = {parallelism}
+checkpoint_interval = "200ms"
+
+[doris]
+fenodes = {fenodes}
+
+[[source]]
+type = "doris"
+table = "test.student"
+{source_extra}
+
+[[transform]]
+type = "wasm"
+plugin = "{plugin}"
+
+[[sink]]
+type = "doris"
+table = "test.{target}"
+"#,
+        fenodes = doris.fenodes(),
+        plugin = plugin_wasm("student-trans").display(),
+    )
+}
+
+async fn run(path: &std::path::Path) -> sluice::runtime::RunReport {
+    let p = sluice::pipeline::load_file(path).unwrap();
+    let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
+    let prepared = sluice::runtime::prepare(path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_reads_every_tablet_once_at_any_parallelism_with_pushdown() {
+    let doris = Doris::start().await;
+    doris.sql("CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8");
+    let values: Vec<String> = (1..=1000).map(|i| format!("({i}, 'n{i}', {})", i % 60)).collect();
+    doris.sql(&format!("INSERT INTO test.student VALUES {}", values.join(",")));
+    let dir = tempfile::tempdir().unwrap();
+    for (parallelism, extra) in [(1, "request.tablet.size = 3"), (4, "")] {
+        let target = format!("student_trans_{parallelism}");
+        doris.sql(&format!(
+            "CREATE TABLE test.{target} (id INT, name VARCHAR(40), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2"
+        ));
+        let path = pipeline_file(&dir.path().join(&target), &pipeline(&doris, parallelism, &target, extra));
+        let report = run(&path).await;
+        assert!(report.finished, "{report:?}");
+        assert_eq!(
+            doris.sql(&format!("SELECT count(*), count(distinct id), min(id), max(id) FROM test.{target}")),
+            ["1000\t1000\t1\t1000"],
+            "parallelism {parallelism}"
+        );
+        assert_eq!(doris.sql(&format!("SELECT name, age FROM test.{target} WHERE id = 7")), ["prefix_n7\t8"]);
+    }
+    // Projection and filter are pushed into the scan.
+    doris.sql("CREATE TABLE test.adults (id INT, name VARCHAR(40), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    let path = pipeline_file(
+        &dir.path().join("adults"),
+        &pipeline(&doris, 2, "adults", "read.field = \"id, name, age\"\nfilter.query = \"age >= 50\""),
+    );
+    run(&path).await;
+    let expected = doris.sql("SELECT count(*) FROM test.student WHERE age >= 50");
+    assert_eq!(doris.sql("SELECT count(*) FROM test.adults"), expected);
+    assert_eq!(doris.sql("SELECT min(age) FROM test.adults"), ["51"]);
+}
+
+#[test]
+fn the_quick_start_runs_on_embedded_doris_and_shows_the_seeds_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = crate::common::repo_root();
+    let toml = std::fs::read_to_string(repo.join("pipelines/quickstart.toml")).unwrap();
+    let toml = toml.replace("../plugins/student-trans", &plugin_wasm("student-trans").display().to_string());
+    std::fs::write(dir.path().join("quickstart.toml"), toml).unwrap();
+    std::fs::copy(repo.join("pipelines/quickstart.sql"), dir.path().join("quickstart.sql")).unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--quiet"])
+            .arg(dir.path().join("quickstart.toml"))
+            .output()
+            .unwrap()
+    };
+    for attempt in ["first run", "second run (nothing left to do)"] {
+        let out = run();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{attempt}: {}", String::from_utf8_lossy(&out.stderr));
+        let expected = "\
+mysql> select * from test.student_trans;
++----+--------------+-----+
+| id | name         | age |
++----+--------------+-----+
+|  1 | prefix_James |  19 |
+|  2 | prefix_Emily |  29 |
++----+--------------+-----+
+2 rows in set
+";
+        assert_eq!(stdout, expected, "{attempt}");
+    }
+}
