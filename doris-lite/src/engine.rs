@@ -254,6 +254,21 @@ pub struct Engine {
     pub clock: Clock,
 }
 
+impl Txn {
+    /// A transaction read back from the commit log.
+    fn replayed(
+        id: i64,
+        db: String,
+        table: String,
+        label: String,
+        status: TxnStatus,
+        write: Option<TableWrite>,
+        tso: i64,
+    ) -> Txn {
+        Txn { id, db, table, label, status, write, since: Instant::now(), reason: String::new(), tso }
+    }
+}
+
 /// Result of beginning a load.
 #[derive(Debug, Clone)]
 pub struct Begun {
@@ -284,17 +299,7 @@ impl Engine {
                     }
                     state.txns.insert(
                         txn_id,
-                        Txn {
-                            id: txn_id,
-                            db,
-                            table,
-                            label,
-                            status: TxnStatus::Precommitted,
-                            write: Some(write),
-                            since: Instant::now(),
-                            reason: String::new(),
-                            tso: 0,
-                        },
+                        Txn::replayed(txn_id, db, table, label, TxnStatus::Precommitted, Some(write), 0),
                     );
                 }
                 LogRecord::Abort { txn_id } => {
@@ -313,20 +318,7 @@ impl Engine {
                     if let Ok(d) = state.db_mut(&db) {
                         d.labels.insert(label.clone(), txn_id);
                     }
-                    state.txns.insert(
-                        txn_id,
-                        Txn {
-                            id: txn_id,
-                            db,
-                            table,
-                            label,
-                            status: TxnStatus::Visible,
-                            write: None,
-                            since: Instant::now(),
-                            reason: String::new(),
-                            tso,
-                        },
-                    );
+                    state.txns.insert(txn_id, Txn::replayed(txn_id, db, table, label, TxnStatus::Visible, None, tso));
                 }
             }
         }

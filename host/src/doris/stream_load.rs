@@ -190,9 +190,17 @@ impl StreamLoadClient {
     /// A GET on the FE REST API, unwrapping Doris' `{code, msg, data}` envelope.
     async fn rest_get(&self, path: &str) -> Result<serde_json::Value, DorisError> {
         let url = format!("http://{}{path}", self.fe());
-        let resp = self
-            .http
-            .get(&url)
+        self.rest(self.http.get(&url), url).await
+    }
+
+    /// A POST on the FE REST API with a JSON body, unwrapping the envelope.
+    async fn rest_post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
+        let url = format!("http://{}{path}", self.fe());
+        self.rest(self.http.post(&url).json(body), url).await
+    }
+
+    async fn rest(&self, request: reqwest::RequestBuilder, url: String) -> Result<serde_json::Value, DorisError> {
+        let resp = request
             .header(AUTHORIZATION, self.credentials.basic())
             .timeout(self.read_timeout)
             .send()
@@ -211,37 +219,13 @@ impl StreamLoadClient {
             Some(0) => Ok(envelope.get("data").cloned().unwrap_or_default()),
             Some(401) => Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() }),
             _ => {
-                let data = envelope.get("data").and_then(|d| d.as_str()).unwrap_or_default();
+                let data = match envelope.get("data") {
+                    Some(serde_json::Value::String(d)) => d.clone(),
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                };
                 let msg = envelope.get("msg").and_then(|d| d.as_str()).unwrap_or_default();
                 Err(DorisError::Http { url, status: status.as_u16(), body: format!("{msg}: {data}") })
-            }
-        }
-    }
-
-    /// A POST on the FE REST API with a JSON body, unwrapping the envelope.
-    async fn rest_post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
-        let url = format!("http://{}{path}", self.fe());
-        let resp = self
-            .http
-            .post(&url)
-            .header(AUTHORIZATION, self.credentials.basic())
-            .json(body)
-            .timeout(self.read_timeout)
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
-        let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
-        let envelope: serde_json::Value = serde_json::from_str(&text).map_err(|e| DorisError::Protocol {
-            url: url.clone(),
-            detail: format!("{e}: {}", text.chars().take(300).collect::<String>()),
-        })?;
-        match envelope.get("code").and_then(|c| c.as_i64()) {
-            Some(0) => Ok(envelope.get("data").cloned().unwrap_or_default()),
-            Some(401) => Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() }),
-            _ => {
-                let data = envelope.get("data").map(|d| d.to_string()).unwrap_or_default();
-                let msg = envelope.get("msg").and_then(|d| d.as_str()).unwrap_or_default();
-                Err(DorisError::Http { url, status: 200, body: format!("{msg}: {data}") })
             }
         }
     }
