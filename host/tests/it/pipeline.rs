@@ -438,3 +438,46 @@ async fn csv_and_json_files_load_every_row_with_nulls() {
     assert_eq!(doris.sql("SELECT count(*) FROM test.student_trans WHERE name IS NULL AND age IS NULL"), ["100"]);
     assert_eq!(doris.sql("SELECT name, age FROM test.student_trans WHERE id = 7"), ["prefix_n7\t8"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_that_stalls_past_the_read_timeout_fails_the_checkpoint_instead_of_hanging() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    doris.h().debug_points().add(faults::STREAM_LOAD_STALL, DebugPoint::times(1).param("ms", 4000)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = datagen_pipeline(&doris, 3000, 10_000, "")
+        .replace("request_read_timeout = \"5s\"", "request_read_timeout = \"1s\"");
+    let started = std::time::Instant::now();
+    let report = run(&pipeline_file(dir.path(), &text), None).await.unwrap();
+    assert!(report.finished && report.restarts >= 1, "{report:?}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert_eq!(tally(&doris), "3000\t3000\t1\t3000");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_of_an_aborted_transaction_stops_the_pipeline_naming_label_and_cause() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let msg = "transaction is already aborted. abort reason: timeout by txn manager";
+    doris.h().debug_points().add(faults::TXN_COMMIT_FAIL, DebugPoint::always().param("msg", msg)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 1000, 10_000, ""));
+    let err = format!("{:#}", run(&path, None).await.unwrap_err());
+    assert!(err.contains("cannot commit `test.student_trans` label `sluice_datagen-students_"), "{err}");
+    assert!(err.contains("pre-commit timeout") && err.contains("the rows of that load are not in Doris"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_without_rows_send_no_load() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.csv"), "").unwrap();
+    let text = datagen_pipeline(&doris, 1, 1, "")
+        .replace("type = \"datagen\"", "type = \"file\"\npath = \"empty.csv\"")
+        .replace("rows_per_second = 1\nnumber_of_rows = 1\nfields.id = { kind = \"sequence\", start = 1 }\nfields.age = { min = 1, max = 50 }\n", "");
+    let report = run(&pipeline_file(dir.path(), &text), None).await.unwrap();
+    assert!(report.finished);
+    assert!(doris.h().engine().lock().txns.is_empty(), "no transaction was begun");
+}
