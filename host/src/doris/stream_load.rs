@@ -253,6 +253,24 @@ impl StreamLoadClient {
         Ok((names, rows))
     }
 
+    /// The FE's clock as an `@incr` window bound: `/api/tso`'s physical time, formatted by the FE
+    /// (`FROM_UNIXTIME(ms / 1000, '%Y-%m-%d %H:%i:%s')`, so in its time zone, rounded down to the second).
+    pub async fn tso_time(&self) -> Result<String, DorisError> {
+        let data = self.rest_get("/api/tso").await?;
+        let ms =
+            data.get("current_tso_physical_time").and_then(|m| m.as_i64()).ok_or_else(|| DorisError::Protocol {
+                url: format!("http://{}/api/tso", self.fe()),
+                detail: format!("no current_tso_physical_time in {data}"),
+            })?;
+        let (_, rows) = self
+            .query("information_schema", &format!("SELECT FROM_UNIXTIME({ms} / 1000, '%Y-%m-%d %H:%i:%s')"))
+            .await?;
+        rows.into_iter().next().and_then(|r| r.into_iter().next()).ok_or_else(|| DorisError::Protocol {
+            url: format!("http://{}/api/query", self.fe()),
+            detail: "FROM_UNIXTIME returned no row".into(),
+        })
+    }
+
     /// The tablets a snapshot of `sql` over `db.table` reads (`_query_plan`), sorted.
     pub async fn query_plan(&self, db: &str, table: &str, sql: &str) -> Result<Vec<i64>, DorisError> {
         let data =

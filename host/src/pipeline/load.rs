@@ -349,12 +349,20 @@ fn validate_doris_source(d: &crate::pipeline::DorisSource) -> Result<(), (String
     if d.flight_sql_port == 0 || d.flight_sql_port > 65535 || d.flight_sql_port < -1 {
         return Err(("source.flight_sql_port".into(), format!("expected a port or -1, got {}", d.flight_sql_port)));
     }
-    if d.scan.mode != crate::pipeline::ScanMode::Snapshot {
-        return Err((
-            "source.scan.mode".into(),
-            "this version reads snapshots only (`scan.mode = \"snapshot\"`); changelog reads are not available yet"
-                .into(),
-        ));
+    if d.changelog.poll_interval.0 < std::time::Duration::from_secs(1) {
+        return Err(("source.changelog.poll_interval".into(), "must be at least 1s".into()));
+    }
+    match (&d.scan.mode, &d.scan.timestamp) {
+        (crate::pipeline::ScanMode::FromTimestamp, None) => {
+            return Err((
+                "source.scan.timestamp".into(),
+                "`scan.mode = \"from-timestamp\"` needs `scan.timestamp = \"yyyy-MM-dd HH:mm:ss\"`".into(),
+            ));
+        }
+        (_, Some(t)) if sluice_guest::batch::parse_datetime_micros(t).is_err() || t.len() != 19 => {
+            return Err(("source.scan.timestamp".into(), format!("expected \"yyyy-MM-dd HH:mm:ss\", got {t:?}")));
+        }
+        _ => {}
     }
     Ok(())
 }

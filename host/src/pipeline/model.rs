@@ -249,6 +249,62 @@ pub struct DorisSource {
     /// `source.scan.mode` / `source.scan.timestamp`.
     #[serde(default)]
     pub scan: ScanOptions,
+    /// `source.changelog.*`: how the changelog is followed after (or instead of) the snapshot.
+    #[serde(default)]
+    pub changelog: ChangelogOptions,
+}
+
+/// `changelog.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangelogOptions {
+    /// `detail` (default), `min_delta` or `append_only`.
+    #[serde(default)]
+    pub increment_type: IncrementType,
+    /// How often a new window is read (default 10s, at least 1s).
+    #[serde(default = "default_poll_interval")]
+    pub poll_interval: Duration,
+    /// How long a window whose transactions are still in flight is retried (default 5m; 0s: not).
+    #[serde(default = "default_visible_wait")]
+    pub visible_wait_timeout: Duration,
+}
+
+impl Default for ChangelogOptions {
+    fn default() -> Self {
+        Self {
+            increment_type: IncrementType::default(),
+            poll_interval: default_poll_interval(),
+            visible_wait_timeout: default_visible_wait(),
+        }
+    }
+}
+
+fn default_poll_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_visible_wait() -> Duration {
+    Duration::from_secs(300)
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IncrementType {
+    #[default]
+    Detail,
+    MinDelta,
+    AppendOnly,
+}
+
+impl IncrementType {
+    /// The `incrementType` of an `@incr` query.
+    pub fn sql(self) -> &'static str {
+        match self {
+            IncrementType::Detail => "DETAIL",
+            IncrementType::MinDelta => "MIN_DELTA",
+            IncrementType::AppendOnly => "APPEND_ONLY",
+        }
+    }
 }
 
 fn default_flight_port() -> i32 {

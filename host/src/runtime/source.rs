@@ -16,12 +16,14 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, parse_columns};
 
-use crate::Batch;
 use crate::doris::StreamLoadClient;
 use crate::doris::scan::{FlightReader, quote, tablet_sql};
+use crate::pipeline::IncrementType;
 use crate::pipeline::{
-    DatagenField, DatagenKind, DatagenSource, DorisSource as DorisSourceConfig, FileFormat, FileSource, SourceConfig,
+    DatagenField, DatagenKind, DatagenSource, DorisSource as DorisSourceConfig, FileFormat, FileSource, ScanMode,
+    SourceConfig,
 };
+use crate::{Batch, RowKind};
 
 /// What every source does. A source belongs to one worker (`worker` of `parallelism`).
 #[async_trait]
@@ -63,7 +65,11 @@ pub async fn build(
         SourceConfig::File(f) => Box::new(FileReader::new(f, base_dir, worker, position)?),
         SourceConfig::Doris(d) => {
             let ctx = doris.context("a Doris source needs a [doris] section")?;
-            Box::new(DorisScan::new(d, ctx, worker, parallelism, position).await?)
+            if d.scan.mode == ScanMode::Snapshot {
+                Box::new(DorisScan::new(d, ctx, worker, parallelism, position).await?)
+            } else {
+                Box::new(DorisChangelog::new(d, ctx, worker, parallelism, position).await?)
+            }
         }
     })
 }
@@ -541,5 +547,259 @@ impl Source for FileReader {
 
     fn position(&self) -> serde_json::Value {
         serde_json::json!({ "rows": self.rows })
+    }
+}
+
+/// `scan.mode = "initial" | "latest" | "from-timestamp"`: a changelog-enabled Doris table followed
+/// with `@incr` windows `[start, end)` whose end is the FE's clock (`/api/tso`), one window every
+/// `changelog.poll_interval`, rows in TSO, LSN, op order with their row kinds from the op column.
+/// `initial` first reads the snapshot (all workers) and then follows from the time it started;
+/// the changelog itself is read by worker 0. A checkpoint records the window and the rows of it
+/// already delivered; a window whose transactions are still in flight (error 5101) is retried
+/// as it is for up to `changelog.visible_wait_timeout`.
+pub struct DorisChangelog {
+    snapshot: Option<DorisScan>,
+    follows: bool,
+    client: StreamLoadClient,
+    reader: FlightReader,
+    schema: SchemaRef,
+    table: String,
+    select: String,
+    increment: IncrementType,
+    poll: Duration,
+    visible_wait: Duration,
+    start: String,
+    window: Option<Window>,
+    next_poll: tokio::time::Instant,
+}
+
+struct Window {
+    end: String,
+    delivered: u64,
+    seen: u64,
+    stream: Option<arrow_flight::decode::FlightRecordBatchStream>,
+    since: Instant,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChangelogPosition {
+    /// The snapshot's position while `initial` is still reading it.
+    snapshot: Option<serde_json::Value>,
+    /// Start (inclusive) of the window being read or next.
+    start: String,
+    /// End of the window being read, if one is.
+    end: Option<String>,
+    /// Rows of that window delivered.
+    rows: u64,
+}
+
+const META: [&str; 3] = ["__DORIS_BINLOG_TSO__", "__DORIS_BINLOG_LSN__", "__DORIS_BINLOG_OP__"];
+
+fn visibility_error(text: &str) -> bool {
+    text.contains("5101")
+        || text.contains("5100")
+        || text.contains("timeout waiting previous transactions finish")
+        || text.contains("INCR_WINDOW_NOT_READY")
+}
+
+impl DorisChangelog {
+    pub async fn new(
+        d: &DorisSourceConfig,
+        ctx: &DorisContext,
+        worker: u32,
+        parallelism: u32,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Self> {
+        let (db, table) = d.table.split_once('.').context("source.table: expected `db.table`")?;
+        let mut reader = flight(ctx).await?;
+        let (schema, _) =
+            reader.execute(&format!("SELECT {} FROM {}.{} LIMIT 0", fields(d), quote(db), quote(table))).await?;
+        let restored: Option<ChangelogPosition> = match position {
+            Some(p) => Some(
+                serde_json::from_value(p.clone())
+                    .with_context(|| format!("source position {p} is not a changelog position"))?,
+            ),
+            None => None,
+        };
+        let start = match &restored {
+            Some(r) => r.start.clone(),
+            None => match d.scan.mode {
+                ScanMode::FromTimestamp => d.scan.timestamp.clone().context("source.scan.timestamp is required")?,
+                _ => ctx.client.tso_time().await?,
+            },
+        };
+        let snapshot = match (&d.scan.mode, &restored) {
+            (ScanMode::Initial, None) => Some(DorisScan::new(d, ctx, worker, parallelism, None).await?),
+            (ScanMode::Initial, Some(ChangelogPosition { snapshot: Some(p), .. })) => {
+                Some(DorisScan::new(d, ctx, worker, parallelism, Some(p)).await?)
+            }
+            _ => None,
+        };
+        let window = restored.as_ref().and_then(|r| {
+            r.end.clone().map(|end| Window { end, delivered: r.rows, seen: 0, stream: None, since: Instant::now() })
+        });
+        let names: Vec<String> = schema.fields().iter().map(|f| quote(f.name())).collect();
+        let select = format!("SELECT {}, {} FROM {}.{}", names.join(", "), META.join(", "), quote(db), quote(table));
+        Ok(Self {
+            snapshot,
+            follows: worker == 0,
+            client: ctx.client.clone(),
+            reader,
+            schema,
+            table: d.table.clone(),
+            select,
+            increment: d.changelog.increment_type,
+            poll: d.changelog.poll_interval.0,
+            visible_wait: d.changelog.visible_wait_timeout.0,
+            start,
+            window,
+            next_poll: tokio::time::Instant::now(),
+        })
+    }
+
+    fn sql(&self, end: &str) -> String {
+        format!(
+            "/* ApplicationName=Sluice ArrowFlightSQL Query */ {}@incr('startTimestamp' = '{}', 'endTimestamp' = '{end}', 'incrementType' = '{}') ORDER BY {}",
+            self.select,
+            self.start,
+            self.increment.sql(),
+            META.join(", ")
+        )
+    }
+
+    /// A failed read of the current window: wait and retry it while Doris says its transactions
+    /// are still in flight, else fail.
+    async fn window_failed(&mut self, e: String) -> anyhow::Result<()> {
+        let w = self.window.as_mut().expect("a window is open");
+        if visibility_error(&e) && w.since.elapsed() < self.visible_wait {
+            tracing::info!(table = %self.table, start = %self.start, end = %w.end, "window not visible yet, retrying: {e}");
+            w.stream = None;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return Ok(());
+        }
+        if e.contains("has expired") {
+            bail!(
+                "reading the changelog of `{}` from {}: {e}; the records after that point are gone: start over with `scan.mode = \"initial\"` and a new `pipeline.state_dir`",
+                self.table,
+                self.start
+            );
+        }
+        bail!("reading the changelog of `{}` window [{}, {}): {e}", self.table, self.start, w.end)
+    }
+
+    fn to_batch(&self, batch: RecordBatch) -> anyhow::Result<Batch> {
+        let op = batch
+            .column_by_name("__DORIS_BINLOG_OP__")
+            .with_context(|| format!("`{}`@incr returned no __DORIS_BINLOG_OP__ column", self.table))?;
+        let op = cast(op, &arrow::datatypes::DataType::Int8)?;
+        let op = op.as_any().downcast_ref::<arrow::array::Int8Array>().expect("cast to Int8");
+        let kinds = op
+            .iter()
+            .map(|o| match o {
+                Some(1) => RowKind::Delete,
+                Some(2) => RowKind::UpdateBefore,
+                Some(3) => RowKind::UpdateAfter,
+                _ => RowKind::Insert,
+            })
+            .collect();
+        let columns = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let c = batch
+                    .column_by_name(f.name())
+                    .with_context(|| format!("`{}`@incr has no column `{}`", self.table, f.name()))?;
+                Ok(if c.data_type() == f.data_type() { c.clone() } else { cast(c, f.data_type())? })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Batch { table: None, data: RecordBatch::try_new(self.schema.clone(), columns)?, row_kinds: kinds })
+    }
+}
+
+#[async_trait]
+impl Source for DorisChangelog {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Option<Batch>> {
+        use futures::StreamExt;
+        if let Some(scan) = &mut self.snapshot {
+            match scan.next().await? {
+                Some(b) => return Ok(Some(b)),
+                None => self.snapshot = None,
+            }
+        }
+        if !self.follows {
+            return Ok(None);
+        }
+        loop {
+            if self.window.is_none() {
+                tokio::time::sleep_until(self.next_poll).await;
+                self.next_poll = tokio::time::Instant::now() + self.poll;
+                let now = self.client.tso_time().await?;
+                if now == self.start {
+                    continue;
+                }
+                if now < self.start {
+                    // A start ahead of Doris' clock (from-timestamp): wait for the clock to reach it.
+                    continue;
+                }
+                self.window = Some(Window { end: now, delivered: 0, seen: 0, stream: None, since: Instant::now() });
+            }
+            if self.window.as_ref().is_some_and(|w| w.stream.is_none()) {
+                let end = self.window.as_ref().expect("open").end.clone();
+                let sql = self.sql(&end);
+                let opened = match self.reader.execute(&sql).await {
+                    Ok((_, mut tickets)) if !tickets.is_empty() => self.reader.stream(tickets.remove(0)).await,
+                    Ok(_) => Err(crate::doris::DorisError::Protocol {
+                        url: self.reader.url().into(),
+                        detail: "no ticket".into(),
+                    }),
+                    Err(e) => Err(e),
+                };
+                match opened {
+                    Ok(stream) => {
+                        let w = self.window.as_mut().expect("open");
+                        w.stream = Some(stream);
+                        w.seen = 0;
+                    }
+                    Err(e) => {
+                        self.window_failed(e.to_string()).await?;
+                        continue;
+                    }
+                }
+            }
+            let w = self.window.as_mut().expect("open");
+            match w.stream.as_mut().expect("opened").next().await {
+                Some(Ok(batch)) => {
+                    let start = w.seen;
+                    w.seen += batch.num_rows() as u64;
+                    if w.seen <= w.delivered {
+                        continue;
+                    }
+                    let skip = w.delivered.saturating_sub(start) as usize;
+                    let batch = batch.slice(skip, batch.num_rows() - skip);
+                    w.delivered = w.seen;
+                    return Ok(Some(self.to_batch(batch)?));
+                }
+                Some(Err(e)) => self.window_failed(e.to_string()).await?,
+                None => {
+                    let w = self.window.take().expect("open");
+                    self.start = w.end;
+                }
+            }
+        }
+    }
+
+    fn position(&self) -> serde_json::Value {
+        let pos = ChangelogPosition {
+            snapshot: self.snapshot.as_ref().map(|s| s.position()),
+            start: self.start.clone(),
+            end: self.window.as_ref().map(|w| w.end.clone()),
+            rows: self.window.as_ref().map_or(0, |w| w.delivered),
+        };
+        serde_json::to_value(pos).unwrap_or_default()
     }
 }

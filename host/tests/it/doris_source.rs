@@ -108,3 +108,48 @@ mysql> select * from test.student_trans;
         assert_eq!(stdout, expected, "{attempt}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initial_changelog_pipeline_converges_on_inserts_updates_and_deletes() {
+    let doris = Doris::start().await;
+    doris.sql(
+        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
+    );
+    doris.sql(
+        "CREATE TABLE test.mirror (id INT, name VARCHAR(40), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
+    );
+    doris.sql("INSERT INTO test.student VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)");
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "scan.mode = \"initial\"\nchangelog.poll_interval = \"1s\"";
+    let text = pipeline(&doris, 2, "mirror", extra)
+        .replace("checkpoint_interval = \"200ms\"", "checkpoint_interval = \"500ms\"");
+    let path = pipeline_file(dir.path(), &text);
+    let p = sluice::pipeline::load_file(&path).unwrap();
+    let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
+    let prepared = sluice::runtime::prepare(&path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(async move {
+        sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    doris.sql("INSERT INTO test.student VALUES (4, 'd', 40), (5, 'e', 50)");
+    doris.sql("INSERT INTO test.student VALUES (2, 'b2', 21)");
+    doris.sql("DELETE FROM test.student WHERE id = 3");
+    // Converges within a few poll intervals.
+    let expected = doris.sql("SELECT id, concat('prefix_', name), age + 1 FROM test.student ORDER BY id");
+    assert_eq!(expected.len(), 4);
+    let mut got = Vec::new();
+    for _ in 0..40 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        got = doris.sql("SELECT id, name, age FROM test.mirror ORDER BY id");
+        if got == expected {
+            break;
+        }
+    }
+    assert_eq!(got, expected);
+    stop.send(true).unwrap();
+    let report = running.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(!report.finished);
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
