@@ -153,3 +153,77 @@ async fn an_initial_changelog_pipeline_converges_on_inserts_updates_and_deletes(
     assert!(!report.finished);
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flight_stream_dropped_mid_split_is_read_again_without_duplicates() {
+    let doris = Doris::start().await;
+    doris.sql("CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8");
+    let values: Vec<String> = (1..=3000).map(|i| format!("({i}, 'n{i}', {})", i % 60)).collect();
+    doris.sql(&format!("INSERT INTO test.student VALUES {}", values.join(",")));
+    doris.sql("CREATE TABLE test.copy (id INT, name VARCHAR(40), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    let drop = doris_lite::DebugPoint::times(3).param("after_batches", 1);
+    doris.h().debug_points().add(doris_lite::faults::FLIGHT_DROP_STREAM, drop).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &pipeline(&doris, 2, "copy", "request.tablet.size = 4"));
+    assert!(run(&path).await.finished);
+    assert_eq!(doris.sql("SELECT count(*), count(distinct id) FROM test.copy"), ["3000\t3000"]);
+}
+
+/// Changelog pipelines that start where `scan.mode` says, into a DUPLICATE table that shows every
+/// change event it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inserts() {
+    let doris = Doris::start().await;
+    doris.sql(
+        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
+    );
+    doris.sql("INSERT INTO test.student VALUES (1, 'old', 10)");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let since = doris.client("").tso_time().await.unwrap();
+    doris.sql("INSERT INTO test.student VALUES (2, 'new', 20)");
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("latest", "scan.mode = \"latest\"".to_string()),
+        ("from_ts", format!("scan.mode = \"from-timestamp\"\nscan.timestamp = \"{since}\"")),
+        (
+            "append",
+            format!(
+                "scan.mode = \"from-timestamp\"\nscan.timestamp = \"{since}\"\nchangelog.increment_type = \"append_only\""
+            ),
+        ),
+    ];
+    let mut running = Vec::new();
+    for (target, extra) in &cases {
+        doris.sql(&format!(
+            "CREATE TABLE test.{target} (id INT, name VARCHAR(40), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+        ));
+        let text = pipeline(&doris, 1, target, &format!("{extra}\nchangelog.poll_interval = \"1s\""));
+        let path = pipeline_file(&dir.path().join(target), &text);
+        let p = sluice::pipeline::load_file(&path).unwrap();
+        let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
+        let prepared = sluice::runtime::prepare(&path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
+                .await
+        });
+        running.push((stop, task));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    doris.sql("INSERT INTO test.student VALUES (3, 'later', 30)");
+    doris.sql("INSERT INTO test.student VALUES (2, 'changed', 21)");
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    for (stop, task) in running {
+        stop.send(true).unwrap();
+        task.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+    }
+    let rows = |t: &str| doris.sql(&format!("SELECT id, name FROM test.{t} ORDER BY id, name"));
+    // latest: only what happened after the start; the update arrives as its after-image (the
+    // before-image is dropped by `ignore.update_before`).
+    assert_eq!(rows("latest"), ["2\tprefix_changed", "3\tprefix_later"]);
+    // from-timestamp: the insert of 2 at `since` is included, row 1 before it is not.
+    assert_eq!(rows("from_ts"), ["2\tprefix_changed", "2\tprefix_new", "3\tprefix_later"]);
+    // append_only: inserts only; the update of 2 is not an insert.
+    assert_eq!(rows("append"), ["2\tprefix_new", "3\tprefix_later"]);
+}
