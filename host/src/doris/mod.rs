@@ -2,6 +2,7 @@
 
 mod error;
 pub mod format;
+pub mod offsets;
 pub mod scan;
 pub mod sink;
 pub mod stream_load;

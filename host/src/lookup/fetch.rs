@@ -33,7 +33,7 @@ pub(super) struct Dimension {
 }
 
 /// `jdbc:mysql://host:port[/db][?…]` → (host, port).
-fn host_port(url: &str) -> Result<(String, u16), LookupError> {
+pub(crate) fn host_port(url: &str) -> Result<(String, u16), LookupError> {
     let bad = || LookupError::Config(format!("doris.jdbc_url: expected jdbc:mysql://host:port, got {url:?}"));
     let rest = url.strip_prefix("jdbc:mysql://").ok_or_else(bad)?;
     let addr = rest.split(['/', '?', ',']).next().unwrap_or_default();

@@ -9,7 +9,7 @@
 //! memory and read again every `cache.ttl`.
 
 mod cache;
-mod fetch;
+pub(crate) mod fetch;
 mod join;
 
 use std::sync::Arc;

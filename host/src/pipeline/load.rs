@@ -267,6 +267,12 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
     for s in &p.source {
         if let SourceConfig::Doris(d) = s {
             validate_doris_source(d)?;
+            if d.changelog.offset_table.is_some() && p.doris.as_ref().is_none_or(|d| d.jdbc_url.is_none()) {
+                return Err((
+                    "source.changelog.offset_table".into(),
+                    "needs `jdbc_url` in [doris] (the MySQL-protocol address, jdbc:mysql://host:9030)".into(),
+                ));
+            }
             continue;
         }
         let schema = match s {
@@ -348,6 +354,18 @@ fn validate_doris_source(d: &crate::pipeline::DorisSource) -> Result<(), (String
     }
     if d.flight_sql_port == 0 || d.flight_sql_port > 65535 || d.flight_sql_port < -1 {
         return Err(("source.flight_sql_port".into(), format!("expected a port or -1, got {}", d.flight_sql_port)));
+    }
+    match (&d.changelog.offset_table, &d.changelog.consumer_id) {
+        (Some(_), None) => {
+            return Err(("source.changelog.consumer_id".into(), "`offset_table` needs `consumer_id`".into()));
+        }
+        (None, Some(_)) => {
+            return Err(("source.changelog.offset_table".into(), "`consumer_id` needs `offset_table`".into()));
+        }
+        (Some(t), _) if t.split('.').count() != 2 => {
+            return Err(("source.changelog.offset_table".into(), format!("expected `db.table`, got {t:?}")));
+        }
+        _ => {}
     }
     if d.changelog.poll_interval.0 < std::time::Duration::from_secs(1) {
         return Err(("source.changelog.poll_interval".into(), "must be at least 1s".into()));

@@ -267,6 +267,10 @@ pub struct ChangelogOptions {
     /// How long a window whose transactions are still in flight is retried (default 5m; 0s: not).
     #[serde(default = "default_visible_wait")]
     pub visible_wait_timeout: Duration,
+    /// `db.table` recording each consumer's next start (needs `doris.jdbc_url`).
+    pub offset_table: Option<String>,
+    /// This pipeline's row in the offset table.
+    pub consumer_id: Option<String>,
 }
 
 impl Default for ChangelogOptions {
@@ -275,6 +279,8 @@ impl Default for ChangelogOptions {
             increment_type: IncrementType::default(),
             poll_interval: default_poll_interval(),
             visible_wait_timeout: default_visible_wait(),
+            offset_table: None,
+            consumer_id: None,
         }
     }
 }

@@ -155,6 +155,8 @@ pub struct Prepared {
     pub source_schema: SchemaRef,
     /// The Doris connection as sources see it.
     pub doris: source::DorisContext,
+    /// Writes the changelog's next start to the offset table after each checkpoint.
+    pub offsets: Option<crate::doris::offsets::OffsetPublisher>,
     pub stats: Arc<Stats>,
     pub read_timeout: Duration,
 }
@@ -251,11 +253,22 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
         }
         _ => None,
     };
+    let offsets = match pipeline.source.first() {
+        Some(crate::pipeline::SourceConfig::Doris(d)) => match (&d.changelog.offset_table, &d.changelog.consumer_id) {
+            (Some(table), Some(consumer)) => {
+                let url = doris.jdbc_url.as_deref().context("changelog.offset_table needs doris.jdbc_url")?;
+                Some(crate::doris::offsets::OffsetTable::new(url, &doris.username, &password, table, consumer)?)
+            }
+            _ => None,
+        },
+        _ => None,
+    };
     let doris_ctx = source::DorisContext {
         client: client.clone(),
         flight_addr,
         timeout: doris.request_connect_timeout.0,
         retries: doris.request_retries,
+        offsets: offsets.clone(),
     };
     let source_schema = source::declared_schema(&pipeline.source[0], Some(&doris_ctx))
         .await
@@ -270,6 +283,7 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
         sinks,
         source_schema,
         doris: doris_ctx,
+        offsets: offsets.map(|o| o.publisher()),
         stats: Arc::new(Stats { lookups, ..Stats::default() }),
         read_timeout,
     })
@@ -556,6 +570,11 @@ async fn complete_checkpoint(p: &Prepared, run: u64, id: u64, acks: Vec<Ack>, fi
     }
     state.retain_labels(|e| e.checkpoint > id)?;
     drop(state);
+    if let (Some(offsets), Some(start)) =
+        (&p.offsets, cp.sources.first().and_then(|s| s.get("start")).and_then(|s| s.as_str()))
+    {
+        offsets.publish(start);
+    }
     p.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(checkpoint = id, transactions = cp.transactions.len(), "checkpoint complete");
     Ok(())

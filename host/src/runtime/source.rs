@@ -49,6 +49,8 @@ pub struct DorisContext {
     pub timeout: Duration,
     /// `request_retries`: how often a dropped scan stream is re-opened.
     pub retries: u32,
+    /// The changelog offset table, when the source has one.
+    pub offsets: Option<crate::doris::offsets::OffsetTable>,
 }
 
 /// Build the source of worker `worker`, resuming at `position` when given.
@@ -621,15 +623,26 @@ impl DorisChangelog {
             ),
             None => None,
         };
-        let start = match &restored {
-            Some(r) => r.start.clone(),
-            None => match d.scan.mode {
+        // Where to start: the checkpoint, else the offset table's record, else `scan.mode`.
+        let recorded = match (&restored, &ctx.offsets) {
+            (None, Some(offsets)) => offsets.read().await?,
+            _ => None,
+        };
+        let start = match (&restored, &recorded) {
+            (Some(r), _) => r.start.clone(),
+            (None, Some(ts)) => {
+                tracing::info!(table = %d.table, start = %ts, "resuming the changelog from the offset table");
+                ts.clone()
+            }
+            (None, None) => match d.scan.mode {
                 ScanMode::FromTimestamp => d.scan.timestamp.clone().context("source.scan.timestamp is required")?,
                 _ => ctx.client.tso_time().await?,
             },
         };
         let snapshot = match (&d.scan.mode, &restored) {
-            (ScanMode::Initial, None) => Some(DorisScan::new(d, ctx, worker, parallelism, None).await?),
+            (ScanMode::Initial, None) if recorded.is_none() => {
+                Some(DorisScan::new(d, ctx, worker, parallelism, None).await?)
+            }
             (ScanMode::Initial, Some(ChangelogPosition { snapshot: Some(p), .. })) => {
                 Some(DorisScan::new(d, ctx, worker, parallelism, Some(p)).await?)
             }

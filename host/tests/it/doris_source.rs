@@ -227,3 +227,75 @@ async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inser
     // append_only: inserts only; the update of 2 is not an insert.
     assert_eq!(rows("append"), ["2\tprefix_new", "3\tprefix_later"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_it() {
+    let doris = Doris::start().await;
+    doris.sql(
+        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
+    );
+    doris.sql("CREATE DATABASE ops");
+    doris.sql(
+        "CREATE TABLE ops.offsets (consumer_id VARCHAR(256) NOT NULL, offset_timestamp DATETIME NOT NULL, update_time DATETIME(3) NOT NULL) \
+         UNIQUE KEY(consumer_id) DISTRIBUTED BY HASH(consumer_id) BUCKETS 1",
+    );
+    doris.sql("INSERT INTO test.student VALUES (1, 'snap', 10)");
+    let jdbc = format!("jdbc:mysql://127.0.0.1:{}", doris.h().query_addr().port());
+    let extra = "scan.mode = \"initial\"\nchangelog.poll_interval = \"1s\"\nchangelog.offset_table = \"ops.offsets\"\nchangelog.consumer_id = \"c1\"";
+    let dir = tempfile::tempdir().unwrap();
+    let start = |target: &'static str, sub: &str| {
+        doris.sql(&format!(
+            "CREATE TABLE IF NOT EXISTS test.{target} (id INT, name VARCHAR(40), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+        ));
+        let text = pipeline(&doris, 1, target, extra)
+            .replace("[doris]\n", &format!("[doris]\njdbc_url = \"{jdbc}\"\n"))
+            .replace("checkpoint_interval = \"200ms\"", "checkpoint_interval = \"500ms\"");
+        pipeline_file(&dir.path().join(sub), &text)
+    };
+    let launch = |path: std::path::PathBuf| async move {
+        let p = sluice::pipeline::load_file(&path).unwrap();
+        let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
+        let prepared = sluice::runtime::prepare(&path, p, fenodes).await?;
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
+                .await
+        });
+        anyhow::Ok((stop, task))
+    };
+    let (stop, task) = launch(start("first", "a")).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    doris.sql("INSERT INTO test.student VALUES (2, 'seen by first', 20)");
+    tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    assert_eq!(doris.sql("SELECT id FROM test.first ORDER BY id"), ["1", "2"]);
+    let recorded = doris.sql("SELECT consumer_id, offset_timestamp FROM ops.offsets");
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert!(recorded[0].starts_with("c1\t20"), "{recorded:?}");
+
+    // A new run (new state dir) of consumer c1 skips the snapshot and starts at the recorded offset.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    doris.sql("INSERT INTO test.student VALUES (3, 'after the offset', 30)");
+    let (stop, task) = launch(start("second", "b")).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    assert_eq!(doris.sql("SELECT id FROM test.second ORDER BY id"), ["3"]);
+
+    // Two rows for one consumer, or no offset table at all: the start fails, no fallback.
+    doris.sql("CREATE TABLE ops.dup (consumer_id VARCHAR(256), offset_timestamp DATETIME, update_time DATETIME(3)) DUPLICATE KEY(consumer_id) DISTRIBUTED BY HASH(consumer_id) BUCKETS 1");
+    doris.sql("INSERT INTO ops.dup VALUES ('c1', '2026-01-01 00:00:00', '2026-01-01 00:00:00'), ('c1', '2026-01-02 00:00:00', '2026-01-02 00:00:00')");
+    for (table, expected) in
+        [("ops.dup", "2 rows for consumer `c1`"), ("ops.missing", "cannot read the offset of consumer `c1`")]
+    {
+        let path = start("third", &format!("c-{table}"));
+        std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("ops.offsets", table)).unwrap();
+        let err = match launch(path).await {
+            Err(e) => format!("{e:#}"),
+            Ok((_, task)) => format!("{:#}", task.await.unwrap().unwrap_err()),
+        };
+        assert!(err.contains(expected), "{table}: {err}");
+    }
+}
