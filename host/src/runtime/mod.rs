@@ -624,8 +624,27 @@ fn status_line(p: &Prepared, checkpoint: u64, since: Instant) {
     );
 }
 
+type Fetch = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = (Box<dyn source::Source>, anyhow::Result<Option<Batch>>, serde_json::Value)>
+            + Send,
+    >,
+>;
+
+/// Ask the source for its next batch; the source travels with the request, so a barrier can be
+/// answered while a slow request (a poll interval, a server-side wait) is still pending.
+fn fetch(mut src: Box<dyn source::Source>) -> Fetch {
+    Box::pin(async move {
+        let batch = src.next().await;
+        let position = src.position();
+        (src, batch, position)
+    })
+}
+
+/// Feeds one worker: batches, and a barrier with the position after the last batch sent
+/// whenever the coordinator asks for a checkpoint.
 async fn source_task(
-    mut src: Box<dyn source::Source>,
+    src: Box<dyn source::Source>,
     tx: mpsc::Sender<Message>,
     mut triggers: watch::Receiver<Trigger>,
     exhausted_tx: mpsc::UnboundedSender<usize>,
@@ -634,11 +653,13 @@ async fn source_task(
 ) -> anyhow::Result<()> {
     let mut answered = triggers.borrow().id;
     let mut exhausted = false;
+    let mut position = src.position();
+    let mut pending = fetch(src);
     loop {
         let t = *triggers.borrow_and_update();
         if t.id > answered {
             answered = t.id;
-            let barrier = Message::Barrier { id: t.id, position: src.position(), exhausted };
+            let barrier = Message::Barrier { id: t.id, position: position.clone(), exhausted };
             if tx.send(barrier).await.is_err() || t.last {
                 return Ok(());
             }
@@ -657,17 +678,21 @@ async fn source_task(
                     return Ok(());
                 }
             }
-            batch = src.next() => match batch? {
-                Some(b) => {
-                    stats.rows_read.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
-                    if tx.send(Message::Data(b)).await.is_err() {
-                        return Ok(());
+            (src, batch, after) = &mut pending => {
+                match batch? {
+                    Some(b) => {
+                        stats.rows_read.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                        if tx.send(Message::Data(b)).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    None => {
+                        exhausted = true;
+                        let _ = exhausted_tx.send(worker);
                     }
                 }
-                None => {
-                    exhausted = true;
-                    let _ = exhausted_tx.send(worker);
-                }
+                position = after;
+                pending = fetch(src);
             }
         }
     }
@@ -696,6 +721,8 @@ async fn worker_task(
         };
         match msg {
             None => return Ok(()),
+            // A source's way of saying "nothing new, but I moved on".
+            Some(Message::Data(batch)) if batch.num_rows() == 0 => {}
             Some(Message::Data(batch)) => {
                 let mut batches = vec![batch];
                 for t in &mut transforms {

@@ -801,6 +801,8 @@ impl Source for DorisChangelog {
                 None => {
                     let w = self.window.take().expect("open");
                     self.start = w.end;
+                    // An empty batch marks the window done, so the next checkpoint records it.
+                    return Ok(Some(Batch::new(RecordBatch::new_empty(self.schema.clone()))));
                 }
             }
         }

@@ -182,6 +182,8 @@ async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inser
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let since = doris.client("").tso_time().await.unwrap();
     doris.sql("INSERT INTO test.student VALUES (2, 'new', 20)");
+    // Window bounds are whole seconds: `latest` must start in a later second than row 2.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("latest", "scan.mode = \"latest\"".to_string()),
@@ -271,9 +273,21 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     assert_eq!(doris.sql("SELECT id FROM test.first ORDER BY id"), ["1", "2"]);
-    let recorded = doris.sql("SELECT consumer_id, offset_timestamp FROM ops.offsets");
-    assert_eq!(recorded.len(), 1, "{recorded:?}");
-    assert!(recorded[0].starts_with("c1\t20"), "{recorded:?}");
+    // The offset is written after the checkpoint, asynchronously: wait for the last one.
+    let cp: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("a/.sluice/scan-first/checkpoint.json")).unwrap(),
+    )
+    .unwrap();
+    let last = cp["sources"][0]["start"].as_str().unwrap().to_string();
+    let mut recorded = Vec::new();
+    for _ in 0..50 {
+        recorded = doris.sql("SELECT consumer_id, offset_timestamp FROM ops.offsets");
+        if recorded == [format!("c1\t{last}")] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(recorded, [format!("c1\t{last}")]);
 
     // A new run (new state dir) of consumer c1 skips the snapshot and starts at the recorded offset.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
@@ -297,5 +311,48 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
             Ok((_, task)) => format!("{:#}", task.await.unwrap().unwrap_err()),
         };
         assert!(err.contains(expected), "{table}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_behind_an_open_transaction_is_retried_then_given_up_after_the_visible_wait() {
+    let doris = Doris::start().await;
+    doris.sql(
+        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (target, wait, hold, gives_up) in [("patient", "20s", 2500, false), ("impatient", "1s", 20_000, true)] {
+        doris.sql(&format!(
+            "CREATE TABLE test.{target} (id INT, name VARCHAR(40), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+        ));
+        let extra = format!(
+            "scan.mode = \"latest\"\nchangelog.poll_interval = \"1s\"\nchangelog.visible_wait_timeout = \"{wait}\""
+        );
+        let path = pipeline_file(&dir.path().join(target), &pipeline(&doris, 1, target, &extra));
+        let p = sluice::pipeline::load_file(&path).unwrap();
+        let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
+        let prepared = sluice::runtime::prepare(&path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
+                .await
+        });
+        let held = doris_lite::DebugPoint::times(1).param("table", "test.student").param("ms", hold);
+        doris.h().debug_points().add(doris_lite::faults::TXN_HOLD_IN_FLIGHT, held).unwrap();
+        doris.sql(&format!("INSERT INTO test.student VALUES (1, '{target}', 1)"));
+        if gives_up {
+            let err = format!(
+                "{:#}",
+                tokio::time::timeout(std::time::Duration::from_secs(30), task).await.unwrap().unwrap().unwrap_err()
+            );
+            assert!(err.contains("timeout waiting previous transactions finish"), "{err}");
+            assert!(err.contains("reading the changelog of `test.student` window ["), "{err}");
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(hold + 3000)).await;
+            stop.send(true).unwrap();
+            task.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+            assert_eq!(doris.sql(&format!("SELECT name FROM test.{target}")), [format!("prefix_{target}")]);
+        }
     }
 }
