@@ -32,14 +32,24 @@ table = "test.{target}"
     )
 }
 
+type Running = (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<anyhow::Result<sluice::runtime::RunReport>>);
+
+/// Start the pipeline at `path` in the background; send `true` on the sender to stop it.
+async fn launch(path: &std::path::Path) -> anyhow::Result<Running> {
+    let p = sluice::pipeline::load_file(path)?;
+    let fenodes = p.doris.as_ref().expect("a [doris] section").fenodes.addresses();
+    let prepared = sluice::runtime::prepare(path, p, fenodes).await?;
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async move {
+        sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx).await
+    });
+    Ok((stop, task))
+}
+
+/// Run the pipeline at `path` until its sources are exhausted.
 async fn run(path: &std::path::Path) -> sluice::runtime::RunReport {
-    let p = sluice::pipeline::load_file(path).unwrap();
-    let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
-    let prepared = sluice::runtime::prepare(path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"))
+    let (_stop, task) = launch(path).await.unwrap_or_else(|e| panic!("{e:#}"));
+    task.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,13 +135,7 @@ async fn an_initial_changelog_pipeline_converges_on_inserts_updates_and_deletes(
     let text = pipeline(&doris, 2, "mirror", extra)
         .replace("checkpoint_interval = \"200ms\"", "checkpoint_interval = \"500ms\"");
     let path = pipeline_file(dir.path(), &text);
-    let p = sluice::pipeline::load_file(&path).unwrap();
-    let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
-    let prepared = sluice::runtime::prepare(&path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let running = tokio::spawn(async move {
-        sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx).await
-    });
+    let (stop, running) = launch(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     doris.sql("INSERT INTO test.student VALUES (4, 'd', 40), (5, 'e', 50)");
     doris.sql("INSERT INTO test.student VALUES (2, 'b2', 21)");
@@ -202,14 +206,7 @@ async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inser
         ));
         let text = pipeline(&doris, 1, target, &format!("{extra}\nchangelog.poll_interval = \"1s\""));
         let path = pipeline_file(&dir.path().join(target), &text);
-        let p = sluice::pipeline::load_file(&path).unwrap();
-        let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
-        let prepared = sluice::runtime::prepare(&path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
-        let (stop, rx) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
-            sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
-                .await
-        });
+        let (stop, task) = launch(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
         running.push((stop, task));
     }
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
@@ -255,18 +252,7 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
             .replace("checkpoint_interval = \"200ms\"", "checkpoint_interval = \"500ms\"");
         pipeline_file(&dir.path().join(sub), &text)
     };
-    let launch = |path: std::path::PathBuf| async move {
-        let p = sluice::pipeline::load_file(&path).unwrap();
-        let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
-        let prepared = sluice::runtime::prepare(&path, p, fenodes).await?;
-        let (stop, rx) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
-            sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
-                .await
-        });
-        anyhow::Ok((stop, task))
-    };
-    let (stop, task) = launch(start("first", "a")).await.unwrap();
+    let (stop, task) = launch(&start("first", "a")).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     doris.sql("INSERT INTO test.student VALUES (2, 'seen by first', 20)");
     tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
@@ -292,7 +278,7 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
     // A new run (new state dir) of consumer c1 skips the snapshot and starts at the recorded offset.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     doris.sql("INSERT INTO test.student VALUES (3, 'after the offset', 30)");
-    let (stop, task) = launch(start("second", "b")).await.unwrap();
+    let (stop, task) = launch(&start("second", "b")).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
@@ -306,7 +292,7 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
     {
         let path = start("third", &format!("c-{table}"));
         std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("ops.offsets", table)).unwrap();
-        let err = match launch(path).await {
+        let err = match launch(&path).await {
             Err(e) => format!("{e:#}"),
             Ok((_, task)) => format!("{:#}", task.await.unwrap().unwrap_err()),
         };
@@ -330,14 +316,7 @@ async fn a_window_behind_an_open_transaction_is_retried_then_given_up_after_the_
             "scan.mode = \"latest\"\nchangelog.poll_interval = \"1s\"\nchangelog.visible_wait_timeout = \"{wait}\""
         );
         let path = pipeline_file(&dir.path().join(target), &pipeline(&doris, 1, target, &extra));
-        let p = sluice::pipeline::load_file(&path).unwrap();
-        let fenodes = p.doris.as_ref().unwrap().fenodes.addresses();
-        let prepared = sluice::runtime::prepare(&path, p, fenodes).await.unwrap_or_else(|e| panic!("{e:#}"));
-        let (stop, rx) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
-            sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx)
-                .await
-        });
+        let (stop, task) = launch(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
         let held = doris_lite::DebugPoint::times(1).param("table", "test.student").param("ms", hold);
         doris.h().debug_points().add(doris_lite::faults::TXN_HOLD_IN_FLIGHT, held).unwrap();
         doris.sql(&format!("INSERT INTO test.student VALUES (1, '{target}', 1)"));
