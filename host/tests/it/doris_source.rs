@@ -32,6 +32,14 @@ table = "test.{target}"
     )
 }
 
+/// `test.student` as a changelog-enabled UNIQUE table.
+fn changelog_table(doris: &Doris, buckets: u32) {
+    doris.sql(&format!(
+        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS {buckets} \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")"
+    ));
+}
+
 type Running = (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<anyhow::Result<sluice::runtime::RunReport>>);
 
 /// Start the pipeline at `path` in the background; send `true` on the sender to stop it.
@@ -122,10 +130,7 @@ mysql> select * from test.student_trans;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_initial_changelog_pipeline_converges_on_inserts_updates_and_deletes() {
     let doris = Doris::start().await;
-    doris.sql(
-        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
-         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
-    );
+    changelog_table(&doris, 4);
     doris.sql(
         "CREATE TABLE test.mirror (id INT, name VARCHAR(40), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
     );
@@ -178,10 +183,7 @@ async fn a_flight_stream_dropped_mid_split_is_read_again_without_duplicates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inserts() {
     let doris = Doris::start().await;
-    doris.sql(
-        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
-         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
-    );
+    changelog_table(&doris, 2);
     doris.sql("INSERT INTO test.student VALUES (1, 'old', 10)");
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let since = doris.client("").tso_time().await.unwrap();
@@ -230,10 +232,7 @@ async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inser
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_it() {
     let doris = Doris::start().await;
-    doris.sql(
-        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
-         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
-    );
+    changelog_table(&doris, 2);
     doris.sql("CREATE DATABASE ops");
     doris.sql(
         "CREATE TABLE ops.offsets (consumer_id VARCHAR(256) NOT NULL, offset_timestamp DATETIME NOT NULL, update_time DATETIME(3) NOT NULL) \
@@ -303,10 +302,7 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_behind_an_open_transaction_is_retried_then_given_up_after_the_visible_wait() {
     let doris = Doris::start().await;
-    doris.sql(
-        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
-         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
-    );
+    changelog_table(&doris, 2);
     let dir = tempfile::tempdir().unwrap();
     for (target, wait, hold, gives_up) in [("patient", "20s", 2500, false), ("impatient", "1s", 20_000, true)] {
         doris.sql(&format!(
