@@ -29,7 +29,7 @@ struct RawFile {
 
 const SOURCE_TYPES: &[&str] = &["datagen", "file", "doris"];
 const TRANSFORM_TYPES: &[&str] = &["wasm", "lookup"];
-const SINK_TYPES: &[&str] = &["doris"];
+const SINK_TYPES: &[&str] = &["doris", "blackhole"];
 
 type EntryResult<T> = Result<T, (Option<String>, String)>;
 
@@ -55,8 +55,11 @@ fn transform_of(kind: &str, table: toml::Table) -> EntryResult<TransformConfig> 
     })
 }
 
-fn sink_of(_kind: &str, table: toml::Table) -> EntryResult<SinkConfig> {
-    Ok(SinkConfig::Doris(read(table)?))
+fn sink_of(kind: &str, table: toml::Table) -> EntryResult<SinkConfig> {
+    Ok(match kind {
+        "blackhole" => SinkConfig::Blackhole(read(table)?),
+        _ => SinkConfig::Doris(read(table)?),
+    })
 }
 
 /// Read each table of an array by its `type` key.
@@ -324,7 +327,7 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
         validate_doris(d)?;
     }
     for s in &p.sink {
-        let SinkConfig::Doris(d) = s;
+        let SinkConfig::Doris(d) = s else { continue };
         if d.table.split('.').count() != 2 || d.table.split('.').any(str::is_empty) {
             return Err(("sink.table".into(), format!("expected `db.table`, got {:?}", d.table)));
         }
@@ -369,6 +372,18 @@ fn validate_doris_source(d: &crate::pipeline::DorisSource) -> Result<(), (String
     }
     if d.changelog.poll_interval.0 < std::time::Duration::from_secs(1) {
         return Err(("source.changelog.poll_interval".into(), "must be at least 1s".into()));
+    }
+    if d.dedup && d.primary_key_columns().is_empty() {
+        return Err((
+            "source.dedup".into(),
+            "needs the table's primary key: add `primary_key = \"id\"` (comma separated for several columns)".into(),
+        ));
+    }
+    if d.dedup && d.scan.mode == crate::pipeline::ScanMode::Snapshot {
+        return Err((
+            "source.dedup".into(),
+            "normalises change events; a `snapshot` scan has none: set `scan.mode` to `initial`, `latest` or `from-timestamp`, or remove `dedup`".into(),
+        ));
     }
     match (&d.scan.mode, &d.scan.timestamp) {
         (crate::pipeline::ScanMode::FromTimestamp, None) => {
@@ -536,7 +551,7 @@ cache.ttl = "300s"
         let p = load_str(Path::new("pipeline.toml"), GOOD).unwrap();
         assert_eq!(p.pipeline.parallelism, 1);
         assert_eq!(p.pipeline.checkpoint_interval, super::super::Duration::from_secs(1));
-        let SinkConfig::Doris(sink) = &p.sink[0];
+        let SinkConfig::Doris(sink) = &p.sink[0] else { panic!("a doris sink") };
         assert!(sink.enable_2pc && sink.enable_delete && sink.ignore.update_before);
         assert_eq!(sink.buffer_flush.max_rows, 1000);
         assert_eq!(sink.buffer_size.0, 1024 * 1024);

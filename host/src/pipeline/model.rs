@@ -252,6 +252,26 @@ pub struct DorisSource {
     /// `source.changelog.*`: how the changelog is followed after (or instead of) the snapshot.
     #[serde(default)]
     pub changelog: ChangelogOptions,
+    /// The table's primary key, comma separated (Flink's `PRIMARY KEY (…) NOT ENFORCED`); needed by
+    /// `dedup`.
+    pub primary_key: Option<String>,
+    /// Flink's `table.exec.source.cdc-events-duplicate`: normalise the change events per primary
+    /// key, so that events replayed after a failure (or read twice where the snapshot and the
+    /// changelog overlap) do not change the results. Default false.
+    #[serde(default)]
+    pub dedup: bool,
+}
+
+impl DorisSource {
+    /// `primary_key` as column names.
+    pub fn primary_key_columns(&self) -> Vec<String> {
+        self.primary_key
+            .iter()
+            .flat_map(|k| k.split(','))
+            .map(|c| c.trim().trim_matches('`').to_string())
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
 }
 
 /// `changelog.*`
@@ -583,6 +603,15 @@ fn default_lookup_queue() -> u32 {
 pub enum SinkConfig {
     /// Apache Doris through Stream Load.
     Doris(DorisSink),
+    /// Discards every row (for measuring sources and transforms), like Flink's `blackhole`.
+    Blackhole(BlackholeSink),
+}
+
+/// `type = "blackhole"`: rows are counted and dropped.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlackholeSink {
+    pub name: Option<String>,
 }
 
 /// `type = "doris"` — the connector's `sink.*` options.

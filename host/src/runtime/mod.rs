@@ -10,6 +10,7 @@
 //! them) and acknowledges with the transactions. Once every worker has acknowledged, the
 //! checkpoint is written to the state dir, and only then are its transactions committed.
 
+pub mod dedup;
 pub mod source;
 
 use std::collections::BTreeMap;
@@ -57,6 +58,8 @@ pub struct Stats {
     pub sink: Arc<SinkMetrics>,
     /// Each lookup transform's dimension table and counters.
     pub lookups: Vec<(String, Arc<LookupMetrics>)>,
+    /// Tablets of the current run's snapshot scans.
+    pub tablets: Arc<source::TabletProgress>,
 }
 
 /// What a finished run did.
@@ -218,8 +221,11 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
     let sinks = pipeline
         .sink
         .iter()
-        .map(|s| {
-            let SinkConfig::Doris(d) = s;
+        .filter_map(|s| match s {
+            SinkConfig::Doris(d) => Some(d),
+            SinkConfig::Blackhole(_) => None,
+        })
+        .map(|d| {
             SinkSettings::new(d, &default_prefix, read_timeout)
                 .map(Arc::new)
                 .map_err(|(key, msg)| anyhow::anyhow!("{}: {key}: {msg}", file.display()))
@@ -263,12 +269,15 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
         },
         _ => None,
     };
+    let tablets = Arc::new(source::TabletProgress::default());
     let doris_ctx = source::DorisContext {
         client: client.clone(),
         flight_addr,
         timeout: doris.request_connect_timeout.0,
         retries: doris.request_retries,
         offsets: offsets.clone(),
+        tablets: tablets.clone(),
+        snapshot_done: None,
     };
     let source_schema = source::declared_schema(&pipeline.source[0], Some(&doris_ctx))
         .await
@@ -284,7 +293,7 @@ pub async fn prepare(file: &Path, pipeline: PipelineFile, fenodes: Vec<String>) 
         source_schema,
         doris: doris_ctx,
         offsets: offsets.map(|o| o.publisher()),
-        stats: Arc::new(Stats { lookups, ..Stats::default() }),
+        stats: Arc::new(Stats { lookups, tablets, ..Stats::default() }),
         read_timeout,
     })
 }
@@ -447,9 +456,20 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     let (exhausted_tx, mut exhausted_rx) = mpsc::unbounded_channel::<usize>();
     let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
     let mut total_rows = Some(0u64);
+    // `initial` with several workers: worker 0 follows the changelog once every worker's part of
+    // the snapshot is in a completed checkpoint.
+    let (snapshot_done_tx, snapshot_done_rx) =
+        watch::channel(checkpoint.is_some() && !snapshot_pending(positions.iter().map(Option::as_ref)));
+    let mut doris = p.doris.clone();
+    if n > 1 {
+        doris.snapshot_done = Some(snapshot_done_rx);
+    }
+    for c in [&p.stats.tablets.total, &p.stats.tablets.done] {
+        c.store(0, Ordering::Relaxed);
+    }
     for (w, position) in positions.iter().enumerate() {
         let src =
-            source::build(&p.pipeline.source[0], &p.base_dir, w as u32, n as u32, position.as_ref(), Some(&p.doris))
+            source::build(&p.pipeline.source[0], &p.base_dir, w as u32, n as u32, position.as_ref(), Some(&doris))
                 .await?;
         total_rows = total_rows.zip(src.total_rows()).map(|(a, b)| a + b);
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
@@ -474,6 +494,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     }
     drop(ack_tx);
     let _bar = progress_bar(opts, total_rows, p.stats.clone());
+    drop(doris);
 
     let interval = p.pipeline.pipeline.checkpoint_interval.0;
     let status_every = opts.status_interval.unwrap_or(Duration::from_secs(5));
@@ -522,7 +543,11 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
                     let (id, last) = (*id, *last);
                     let acks: Vec<Ack> = pending.take().expect("pending").1.into_iter().map(|a| a.expect("all acked")).collect();
                     let finished = acks.iter().all(|a| a.exhausted);
+                    let snapshot_read = !snapshot_pending(acks.iter().map(|a| Some(&a.position)));
                     complete_checkpoint(p, run, id, acks, finished).await?;
+                    if snapshot_read {
+                        snapshot_done_tx.send_replace(true);
+                    }
                     completed = id;
                     last_completed_at = Instant::now();
                     if last {
@@ -546,6 +571,11 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             }
         }
     }
+}
+
+/// Whether a position is missing or still in an `initial` snapshot.
+fn snapshot_pending<'a>(mut positions: impl Iterator<Item = Option<&'a serde_json::Value>>) -> bool {
+    positions.any(|p| p.is_none_or(|p| p.get("snapshot").is_some_and(|s| !s.is_null())))
 }
 
 async fn complete_checkpoint(p: &Prepared, run: u64, id: u64, acks: Vec<Ack>, finished: bool) -> anyhow::Result<()> {
@@ -580,19 +610,38 @@ async fn complete_checkpoint(p: &Prepared, run: u64, id: u64, acks: Vec<Ack>, fi
     Ok(())
 }
 
-/// A progress bar of rows read, for bounded sources when stderr is a terminal. Stops with its guard.
-fn progress_bar(opts: &RunOptions, total: Option<u64>, stats: Arc<Stats>) -> Option<ProgressGuard> {
+/// A progress bar when stderr is a terminal: rows read of a bounded source, or tablets read of a
+/// Doris snapshot scan (with the rows read beside it; the bar ends when the snapshot is read).
+/// Stops with its guard.
+fn progress_bar(opts: &RunOptions, total_rows: Option<u64>, stats: Arc<Stats>) -> Option<ProgressGuard> {
     use std::io::IsTerminal;
-    let total = total.filter(|_| !opts.quiet && std::io::stderr().is_terminal())?;
+    if opts.quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let tablets = stats.tablets.total.load(Ordering::Relaxed);
+    let (total, template) = match total_rows {
+        Some(rows) => (rows, "{bar:40} {pos}/{len} rows  {per_sec}  eta {eta}"),
+        None if tablets > 0 => (tablets, "{bar:40} {pos}/{len} tablets  {msg} rows  eta {eta}"),
+        None => return None,
+    };
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} rows  {per_sec}  eta {eta}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let shown = bar.clone();
     let task = tokio::spawn(async move {
         loop {
-            shown.set_position(stats.rows_read.load(Ordering::Relaxed));
+            let rows = stats.rows_read.load(Ordering::Relaxed);
+            if total_rows.is_some() {
+                shown.set_position(rows);
+            } else {
+                shown.set_message(rows.to_string());
+                shown.set_position(stats.tablets.done.load(Ordering::Relaxed));
+                if shown.position() >= total {
+                    shown.finish();
+                    return;
+                }
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     });
@@ -654,12 +703,19 @@ async fn source_task(
     let mut answered = triggers.borrow().id;
     let mut exhausted = false;
     let mut position = src.position();
+    let state = src.state();
     let mut pending = fetch(src);
     loop {
         let t = *triggers.borrow_and_update();
         if t.id > answered {
             answered = t.id;
-            let barrier = Message::Barrier { id: t.id, position: position.clone(), exhausted };
+            // The source's state matches `position` here: it changes only as a batch is returned,
+            // and every returned batch moved `position` before this point.
+            let mut position = position.clone();
+            if let (Some(state), Some(fields)) = (&state, position.as_object_mut()) {
+                fields.insert("state".into(), state.snapshot());
+            }
+            let barrier = Message::Barrier { id: t.id, position, exhausted };
             if tx.send(barrier).await.is_err() || t.last {
                 return Ok(());
             }

@@ -38,6 +38,30 @@ pub trait Source: Send {
     fn total_rows(&self) -> Option<u64> {
         None
     }
+    /// State kept beside the position, taken at each checkpoint barrier (see [`SourceState`]).
+    fn state(&self) -> Option<Arc<dyn SourceState>> {
+        None
+    }
+}
+
+/// State a source keeps that is too large to serialise after every batch: it is taken only at a
+/// checkpoint barrier (when it matches the position last reported) and stored in the position
+/// under `"state"`, where the source finds it again on restore.
+pub trait SourceState: Send + Sync {
+    fn snapshot(&self) -> serde_json::Value;
+}
+
+/// Tablets of the snapshot scans of one run: known and read (for the progress bar).
+#[derive(Debug, Default)]
+pub struct TabletProgress {
+    pub total: std::sync::atomic::AtomicU64,
+    pub done: std::sync::atomic::AtomicU64,
+}
+
+impl TabletProgress {
+    fn add(counter: &std::sync::atomic::AtomicU64, n: u64) {
+        counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// What sources need of the pipeline's `[doris]` connection.
@@ -51,6 +75,12 @@ pub struct DorisContext {
     pub retries: u32,
     /// The changelog offset table, when the source has one.
     pub offsets: Option<crate::doris::offsets::OffsetTable>,
+    /// Tablets scanned so far in this run.
+    pub tablets: Arc<TabletProgress>,
+    /// With several workers, `initial` follows the changelog only once this turns true: every
+    /// worker's part of the snapshot is in a completed checkpoint, so no snapshot row can land
+    /// after a newer change.
+    pub snapshot_done: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// Build the source of worker `worker`, resuming at `position` when given.
@@ -121,6 +151,9 @@ pub struct DorisScan {
     reader: FlightReader,
     table: String,
     statements: Vec<String>,
+    /// Tablets of each split (for progress).
+    split_tablets: Vec<u64>,
+    tablets: Arc<TabletProgress>,
     split: usize,
     /// Rows of the current split delivered so far (across re-opens and restarts).
     delivered: u64,
@@ -153,12 +186,12 @@ impl DorisScan {
             plan_sql.push_str(&format!(" WHERE {f}"));
         }
         let tablets = ctx.client.query_plan(db, table, &plan_sql).await?;
-        let statements: Vec<String> = tablets
+        let (statements, split_tablets): (Vec<String>, Vec<u64>) = tablets
             .chunks(d.request.tablet.size.max(1) as usize)
             .enumerate()
             .filter(|(i, _)| *i % parallelism as usize == worker as usize)
-            .map(|(_, ids)| tablet_sql(&fields, db, table, ids, filter))
-            .collect();
+            .map(|(_, ids)| (tablet_sql(&fields, db, table, ids, filter), ids.len() as u64))
+            .unzip();
         let mut reader = flight(ctx).await?;
         let sql = format!("{plan_sql} LIMIT 0");
         let (schema, _) = reader.execute(&sql).await?;
@@ -167,11 +200,15 @@ impl DorisScan {
                 .with_context(|| format!("source position {p} is not a scan position"))?,
             None => ScanPosition::default(),
         };
+        TabletProgress::add(&ctx.tablets.total, split_tablets.iter().sum());
+        TabletProgress::add(&ctx.tablets.done, split_tablets.iter().take(pos.split).sum());
         Ok(Self {
             schema,
             reader,
             table: d.table.clone(),
             statements,
+            split_tablets,
+            tablets: ctx.tablets.clone(),
             split: pos.split,
             delivered: pos.rows,
             seen: 0,
@@ -254,6 +291,7 @@ impl Source for DorisScan {
                         self.stream.as_mut().expect("open").0 = s;
                         continue;
                     }
+                    TabletProgress::add(&self.tablets.done, self.split_tablets[self.split]);
                     self.split += 1;
                     self.delivered = 0;
                     self.stream = None;
@@ -573,6 +611,12 @@ pub struct DorisChangelog {
     start: String,
     window: Option<Window>,
     next_poll: tokio::time::Instant,
+    /// `dedup = true`: the per-key state that drops replayed events.
+    dedup: Option<super::dedup::SharedNormalizer>,
+    /// See [`DorisContext::snapshot_done`].
+    gate: Option<tokio::sync::watch::Receiver<bool>>,
+    /// `changelog.ttl_seconds` of the table, for the gap warning of `detail` / `append_only`.
+    ttl_seconds: Option<i64>,
 }
 
 struct Window {
@@ -593,6 +637,9 @@ struct ChangelogPosition {
     end: Option<String>,
     /// Rows of that window delivered.
     rows: u64,
+    /// The `dedup` state, added at checkpoint barriers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<serde_json::Value>,
 }
 
 const META: [&str; 3] = ["__DORIS_BINLOG_TSO__", "__DORIS_BINLOG_LSN__", "__DORIS_BINLOG_OP__"];
@@ -653,7 +700,20 @@ impl DorisChangelog {
         });
         let names: Vec<String> = schema.fields().iter().map(|f| quote(f.name())).collect();
         let select = format!("SELECT {}, {} FROM {}.{}", names.join(", "), META.join(", "), quote(db), quote(table));
-        Ok(Self {
+        let dedup = if d.dedup {
+            let saved = restored.as_ref().and_then(|r| r.state.as_ref());
+            let n = super::dedup::Normalizer::new(&d.table, &schema, &d.primary_key_columns(), saved)?;
+            Some(super::dedup::SharedNormalizer(Arc::new(std::sync::Mutex::new(n))))
+        } else {
+            None
+        };
+        let ttl_seconds = match d.changelog.increment_type {
+            IncrementType::Detail | IncrementType::AppendOnly if worker == 0 => {
+                changelog_ttl(&ctx.client, db, table).await
+            }
+            _ => None,
+        };
+        let this = Self {
             snapshot,
             follows: worker == 0,
             client: ctx.client.clone(),
@@ -667,7 +727,33 @@ impl DorisChangelog {
             start,
             window,
             next_poll: tokio::time::Instant::now(),
-        })
+            dedup,
+            gate: if worker == 0 { ctx.snapshot_done.clone() } else { None },
+            ttl_seconds,
+        };
+        if let Some(end) = this.window.as_ref().map(|w| w.end.clone()) {
+            this.check_gap(&end);
+        }
+        Ok(this)
+    }
+
+    /// For `detail` and `append_only` Doris moves an expired start to the oldest change it keeps
+    /// and says nothing: warn when `[start, end)` begins before what `changelog.ttl_seconds` keeps.
+    fn check_gap(&self, end: &str) {
+        let Some(ttl) = self.ttl_seconds else { return };
+        let parse = |t: &str| sluice_guest::batch::parse_datetime_micros(t).ok();
+        let (Some(start), Some(end_us)) = (parse(&self.start), parse(end)) else { return };
+        let oldest = end_us - ttl * 1_000_000;
+        if start < oldest {
+            let secs = (oldest - start) / 1_000_000;
+            tracing::warn!(
+                table = %self.table,
+                "the changelog of `{}` keeps {ttl} s of changes (changelog.ttl_seconds) and this read starts at {}, {secs} s before the oldest change still kept: Doris skips the expired changes without an error (increment_type = {}), so up to {secs} s of changes are missing from the output; to rebuild the target, start over with `scan.mode = \"initial\"` and a new `pipeline.state_dir` (and a new `changelog.consumer_id`, or no offset table)",
+                self.table,
+                self.start,
+                self.increment.sql().to_lowercase(),
+            );
+        }
     }
 
     fn sql(&self, end: &str) -> String {
@@ -692,7 +778,7 @@ impl DorisChangelog {
         }
         if e.contains("has expired") {
             bail!(
-                "reading the changelog of `{}` from {}: {e}; the records after that point are gone: start over with `scan.mode = \"initial\"` and a new `pipeline.state_dir`",
+                "reading the changelog of `{}` from {}: {e}; the changes after that point are gone and this start cannot be resumed: start over with `scan.mode = \"initial\"` and a new `pipeline.state_dir` to rebuild the target from a new snapshot (with an offset table, also use a new `changelog.consumer_id` or remove `changelog.offset_table` and `changelog.consumer_id`, or the old record wins over `initial`)",
                 self.table,
                 self.start
             );
@@ -730,22 +816,28 @@ impl DorisChangelog {
     }
 }
 
-#[async_trait]
-impl Source for DorisChangelog {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
-    async fn next(&mut self) -> anyhow::Result<Option<Batch>> {
+impl DorisChangelog {
+    /// The next batch of changes, before `dedup`.
+    async fn next_change(&mut self) -> anyhow::Result<Option<Batch>> {
         use futures::StreamExt;
         if let Some(scan) = &mut self.snapshot {
             match scan.next().await? {
                 Some(b) => return Ok(Some(b)),
-                None => self.snapshot = None,
+                None => {
+                    // An empty batch, so that the next checkpoint records the snapshot as read.
+                    self.snapshot = None;
+                    return Ok(Some(Batch::new(RecordBatch::new_empty(self.schema.clone()))));
+                }
             }
         }
         if !self.follows {
             return Ok(None);
+        }
+        if let Some(mut gate) = self.gate.take() {
+            tracing::debug!(table = %self.table, "waiting for every worker's part of the snapshot to be checkpointed");
+            if gate.wait_for(|done| *done).await.is_err() {
+                return Ok(None);
+            }
         }
         loop {
             if self.window.is_none() {
@@ -759,6 +851,7 @@ impl Source for DorisChangelog {
                     // A start ahead of Doris' clock (from-timestamp): wait for the clock to reach it.
                     continue;
                 }
+                self.check_gap(&now);
                 self.window = Some(Window { end: now, delivered: 0, seen: 0, stream: None, since: Instant::now() });
             }
             if self.window.as_ref().is_some_and(|w| w.stream.is_none()) {
@@ -807,6 +900,36 @@ impl Source for DorisChangelog {
             }
         }
     }
+}
+
+/// `changelog.ttl_seconds` (or `binlog.ttl_seconds`) from `SHOW CREATE TABLE`; Doris' default
+/// (86400) when the table does not set it; `None` when it cannot be read.
+async fn changelog_ttl(client: &StreamLoadClient, db: &str, table: &str) -> Option<i64> {
+    let (_, rows) = match client.query(db, &format!("SHOW CREATE TABLE {}", quote(table))).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!("cannot read the changelog TTL of `{db}.{table}`: {e}");
+            return None;
+        }
+    };
+    let ddl = rows.first()?.get(1)?;
+    let re = regex::Regex::new(r#""(?:changelog|binlog)\.ttl_seconds"\s*=\s*"(\d+)""#).expect("valid regex");
+    Some(re.captures(ddl).and_then(|c| c[1].parse().ok()).unwrap_or(86_400))
+}
+
+#[async_trait]
+impl Source for DorisChangelog {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Option<Batch>> {
+        let batch = self.next_change().await?;
+        match (&self.dedup, batch) {
+            (Some(n), Some(b)) => Ok(Some(n.0.lock().expect("dedup state lock").apply(b)?)),
+            (_, b) => Ok(b),
+        }
+    }
 
     fn position(&self) -> serde_json::Value {
         let pos = ChangelogPosition {
@@ -814,7 +937,12 @@ impl Source for DorisChangelog {
             start: self.start.clone(),
             end: self.window.as_ref().map(|w| w.end.clone()),
             rows: self.window.as_ref().map_or(0, |w| w.delivered),
+            state: None,
         };
         serde_json::to_value(pos).unwrap_or_default()
+    }
+
+    fn state(&self) -> Option<Arc<dyn SourceState>> {
+        self.dedup.clone().map(|d| Arc::new(d) as Arc<dyn SourceState>)
     }
 }

@@ -21,7 +21,7 @@ fn writer(doris: &Doris, state: &Path, table: &str, sink: &str) -> DorisWriter {
         doris.fenodes()
     );
     let file = load_str(Path::new("sink.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
-    let SinkConfig::Doris(cfg) = &file.sink[0];
+    let SinkConfig::Doris(cfg) = &file.sink[0] else { panic!("a doris sink") };
     let settings = SinkSettings::new(cfg, "sinktest", Duration::from_secs(10)).unwrap();
     let state = Arc::new(Mutex::new(StateDir::open(state).unwrap()));
     // Each writer is its own run, as each start of a pipeline is.
