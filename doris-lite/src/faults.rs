@@ -31,11 +31,13 @@ pub const TXN_ABORT_FAIL: &str = "Txn.abort_fail";
 pub const TXN_HOLD_IN_FLIGHT: &str = "Txn.hold_in_flight";
 /// A Flight `DoGet` stream fails after `after_batches` batches.
 pub const FLIGHT_DROP_STREAM: &str = "Flight.drop_stream";
+/// A Flight `DoGet` stream starts after sleeping `ms` (a slow scan).
+pub const FLIGHT_STALL: &str = "Flight.stall";
 /// Closes every listener and connection and binds the same ports again after `ms`.
 pub const SERVER_RESTART_LISTENERS: &str = "Server.restart_listeners";
 
 /// Every debug point name.
-pub const NAMES: [&str; 10] = [
+pub const NAMES: [&str; 11] = [
     STREAM_LOAD_FAIL,
     STREAM_LOAD_PUBLISH_TIMEOUT,
     STREAM_LOAD_CLOSE_MID_BODY,
@@ -45,6 +47,7 @@ pub const NAMES: [&str; 10] = [
     TXN_ABORT_FAIL,
     TXN_HOLD_IN_FLIGHT,
     FLIGHT_DROP_STREAM,
+    FLIGHT_STALL,
     SERVER_RESTART_LISTENERS,
 ];
 

@@ -312,6 +312,9 @@ impl FlightSqlService for FlightSql {
         let Some(p) = lock(&self.results).remove(&handle) else {
             return Err(Status::not_found(format!("result [{handle}] not found (already read or expired)")));
         };
+        if let Some(stall) = self.debug.fire(faults::FLIGHT_STALL) {
+            tokio::time::sleep(std::time::Duration::from_millis(stall.u64("ms", 1000))).await;
+        }
         let cut = self.debug.fire(faults::FLIGHT_DROP_STREAM).map(|f| f.u64("after_batches", 1) as usize);
         let n = p.batches.len();
         let batches = futures::stream::iter(p.batches.into_iter().map(Ok::<_, FlightError>));

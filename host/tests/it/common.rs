@@ -76,7 +76,12 @@ pub struct Doris {
 
 impl Doris {
     pub async fn start() -> Self {
-        let handle = doris_lite::DorisLite::start(doris_lite::Config::ephemeral()).await.expect("doris-lite starts");
+        Self::start_with(doris_lite::Config::ephemeral()).await
+    }
+
+    /// doris-lite started with `config` (ports should be 0).
+    pub async fn start_with(config: doris_lite::Config) -> Self {
+        let handle = doris_lite::DorisLite::start(config).await.expect("doris-lite starts");
         let d = Doris { handle: Some(handle) };
         d.sql("CREATE DATABASE test");
         d.sql("CREATE TABLE test.t (id INT, name VARCHAR(32)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
@@ -99,13 +104,18 @@ impl Doris {
 
     /// Rows through the mysql CLI, tab separated.
     pub fn sql(&self, sql: &str) -> Vec<String> {
-        let out = Command::new("mysql")
-            .args(["-h127.0.0.1", "-P", &self.h().query_addr().port().to_string(), "-uroot", "-N", "-B", "-e", sql])
-            .output()
-            .expect("the mysql CLI is installed");
-        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+        mysql(self.h().query_addr().port(), sql)
     }
+}
+
+/// Rows of `sql` through the mysql CLI against 127.0.0.1:`port` as root, tab separated.
+pub fn mysql(port: u16, sql: &str) -> Vec<String> {
+    let out = Command::new("mysql")
+        .args(["-h127.0.0.1", "-P", &port.to_string(), "-uroot", "-N", "-B", "-e", sql])
+        .output()
+        .expect("the mysql CLI is installed");
+    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
 }
 
 impl Doris {

@@ -331,3 +331,365 @@ async fn a_window_behind_an_open_transaction_is_retried_then_given_up_after_the_
         }
     }
 }
+
+/// The changes a changelog source returns in its first window, as `id kind name`.
+async fn first_window(doris: &Doris, dir: &std::path::Path, extra: &str) -> anyhow::Result<Vec<String>> {
+    use anyhow::Context;
+    use arrow::array::{Int32Array, StringArray};
+    let file = sluice::pipeline::load_str(&dir.join("pipeline.toml"), &pipeline(doris, 1, "unused", extra))?;
+    let ctx = sluice::runtime::source::DorisContext {
+        client: doris.client(""),
+        flight_addr: Some(doris.h().flight_sql_addr().to_string()),
+        timeout: std::time::Duration::from_secs(10),
+        retries: 0,
+        offsets: None,
+        tablets: Default::default(),
+        snapshot_done: None,
+    };
+    let mut src = sluice::runtime::source::build(&file.source[0], dir, 0, 1, None, Some(&ctx)).await?;
+    let mut out = Vec::new();
+    loop {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(20), src.next());
+        let batch = next.await.context("no window within 20 s")??.context("the changelog ended")?;
+        if batch.num_rows() == 0 {
+            return Ok(out);
+        }
+        let ids = batch.typed::<Int32Array>("id").unwrap();
+        let names = batch.typed::<StringArray>("name").unwrap();
+        for row in 0..batch.num_rows() {
+            out.push(format!("{} {:?} {}", ids.value(row), batch.row_kind(row), names.value(row)));
+        }
+    }
+}
+
+/// The seed's worked example on a manual clock: rows 1, 2, 3 at 10:00; at 10:05 1 is updated, 2
+/// deleted, 4 inserted, 5 inserted and deleted; read from 10:03 in each increment type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_increment_type_reads_the_worked_example() {
+    let doris = Doris::start_with(doris_lite::Config { manual_clock: true, ..doris_lite::Config::ephemeral() }).await;
+    changelog_table(&doris, 2);
+    doris.sql("INSERT INTO test.student VALUES (1, 'created', 1), (2, 'created', 2), (3, 'created', 3)");
+    doris.h().advance_clock(180.0).unwrap();
+    let since = doris.client("").tso_time().await.unwrap();
+    doris.h().advance_clock(120.0).unwrap();
+    doris.sql("INSERT INTO test.student VALUES (1, 'paid', 1)");
+    doris.sql("DELETE FROM test.student WHERE id = 2");
+    doris.sql("INSERT INTO test.student VALUES (4, 'created', 4)");
+    doris.sql("INSERT INTO test.student VALUES (5, 'created', 5)");
+    doris.sql("DELETE FROM test.student WHERE id = 5");
+    doris.h().advance_clock(300.0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let read = |kind: &str| {
+        format!(
+            "scan.mode = \"from-timestamp\"\nscan.timestamp = \"{since}\"\nchangelog.poll_interval = \"1s\"\nchangelog.increment_type = \"{kind}\""
+        )
+    };
+    let got = |kind: &'static str| {
+        let (doris, dir, extra) = (&doris, dir.path(), read(kind));
+        async move { first_window(doris, dir, &extra).await.unwrap_or_else(|e| panic!("{kind}: {e:#}")) }
+    };
+    assert_eq!(
+        got("detail").await,
+        [
+            "1 UpdateBefore created",
+            "1 UpdateAfter paid",
+            "2 Delete created",
+            "4 Insert created",
+            "5 Insert created",
+            "5 Delete created"
+        ]
+    );
+    assert_eq!(
+        got("min_delta").await,
+        ["1 UpdateBefore created", "1 UpdateAfter paid", "2 Delete created", "4 Insert created"]
+    );
+    assert_eq!(got("append_only").await, ["4 Insert created", "5 Insert created"]);
+}
+
+/// A `sluice run` in the background, its stderr collected line by line.
+struct Background {
+    child: std::process::Child,
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Background {
+    fn start(path: &std::path::Path) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--quiet"])
+            .arg(path)
+            .env("SLUICE_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sluice starts");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = stderr.clone();
+        let pipe = child.stderr.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        Background { child, stderr }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// Wait until `f` holds (checked every 100 ms), for at most `secs`.
+    async fn until(&mut self, secs: u64, what: &str, mut f: impl FnMut(&Self) -> bool) {
+        for _ in 0..secs * 10 {
+            if f(self) {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("sluice exited ({status}) while waiting for {what}:\n{}", self.log());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("{what}: not within {secs} s\n{}", self.log());
+    }
+
+    fn kill_9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, then the exit code and the log.
+    async fn stop(mut self) -> (Option<i32>, String) {
+        let pid = self.child.id().to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = tokio::task::spawn_blocking(move || self.child.wait().map(|s| (s, self))).await.unwrap().unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        (status.0.code(), status.1.log())
+    }
+
+    async fn exit(mut self, secs: u64) -> (Option<i32>, String) {
+        for _ in 0..secs * 10 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                return (status.code(), self.log());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("sluice did not exit within {secs} s:\n{}", self.log());
+    }
+}
+
+/// An expired start, per the seed's table: `min_delta` fails with Doris' error and what to do;
+/// `detail` and `append_only` go on from the oldest change kept, and Sluice warns of the gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_start_fails_min_delta_and_warns_for_detail_and_append_only() {
+    let doris = Doris::start_with(doris_lite::Config { manual_clock: true, ..doris_lite::Config::ephemeral() }).await;
+    doris.sql(
+        "CREATE TABLE test.student (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \
+         \"changelog.need_historical_value\" = \"true\", \"changelog.ttl_seconds\" = \"600\")",
+    );
+    doris.sql("INSERT INTO test.student VALUES (1, 'expired', 1)");
+    let since = doris.client("").tso_time().await.unwrap();
+    doris.h().advance_clock(700.0).unwrap();
+    doris.sql("INSERT INTO test.student VALUES (2, 'kept', 2)");
+    doris.h().advance_clock(1.0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["detail", "append_only", "min_delta"] {
+        doris.sql(&format!(
+            "CREATE TABLE test.{kind} (id INT, name VARCHAR(40), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+        ));
+        let extra = format!(
+            "scan.mode = \"from-timestamp\"\nscan.timestamp = \"{since}\"\nchangelog.poll_interval = \"1s\"\nchangelog.increment_type = \"{kind}\""
+        );
+        let path = pipeline_file(&dir.path().join(kind), &pipeline(&doris, 1, kind, &extra));
+        let mut run = Background::start(&path);
+        if kind == "min_delta" {
+            let (code, log) = run.exit(30).await;
+            assert_eq!(code, Some(1), "{log}");
+            assert!(log.contains("Changelog offset has expired according to changelog.ttl_seconds"), "{log}");
+            assert!(log.contains("start over with `scan.mode = \"initial\"` and a new `pipeline.state_dir`"), "{log}");
+            assert!(doris.sql("SELECT count(*) FROM test.min_delta") == ["0"]);
+            continue;
+        }
+        let count = format!("SELECT count(*) FROM test.{kind}");
+        run.until(30, "the kept row in the target", |_| doris.sql(&count) == ["1"]).await;
+        let (code, log) = run.stop().await;
+        assert_eq!(code, Some(0), "{log}");
+        assert_eq!(doris.sql(&format!("SELECT id, name FROM test.{kind}")), ["2\tprefix_kept"]);
+        assert!(log.contains("keeps 600 s of changes (changelog.ttl_seconds)"), "{log}");
+        assert!(
+            log.contains(&format!("Doris skips the expired changes without an error (increment_type = {kind})")),
+            "{log}"
+        );
+    }
+}
+
+/// The state dir's last checkpoint.
+fn checkpoint(dir: &std::path::Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoint.json")).ok()?).ok()
+}
+
+/// `kill -9` while `initial` reads its snapshot (slowed down by doris-lite) and again while it
+/// follows the changelog: after restarts the target equals the source, every load committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_in_the_snapshot_and_in_the_changelog_phase_converges_with_dedup() {
+    let doris = Doris::start().await;
+    changelog_table(&doris, 8);
+    for chunk in 0..4 {
+        let values: Vec<String> =
+            (chunk * 5000 + 1..=chunk * 5000 + 5000).map(|i| format!("({i}, 'n{i}', {})", i % 90)).collect();
+        doris.sql(&format!("INSERT INTO test.student VALUES {}", values.join(",")));
+    }
+    doris.sql(
+        "CREATE TABLE test.mirror (id INT, name VARCHAR(40), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "scan.mode = \"initial\"\nchangelog.poll_interval = \"1s\"\nprimary_key = \"id\"\ndedup = true";
+    let path = pipeline_file(dir.path(), &pipeline(&doris, 2, "mirror", extra));
+    let state = dir.path().join(".sluice/scan-mirror");
+    let snapshot_pending =
+        |cp: &serde_json::Value| cp["sources"].as_array().unwrap().iter().any(|s| !s["snapshot"].is_null());
+
+    // Each split (one tablet) starts 600 ms late: the snapshot spans many checkpoints.
+    let stall = doris_lite::DebugPoint::always().param("ms", 600);
+    doris.h().debug_points().add(doris_lite::faults::FLIGHT_STALL, stall).unwrap();
+    let mut run = Background::start(&path);
+    run.until(60, "a checkpoint with part of the snapshot", |_| {
+        checkpoint(&state).is_some_and(|cp| {
+            snapshot_pending(&cp)
+                && cp["sources"].as_array().unwrap().iter().any(|s| s["snapshot"]["split"].as_u64() > Some(0))
+        })
+    })
+    .await;
+    run.kill_9();
+    let partial: u64 = doris.sql("SELECT count(*) FROM test.mirror")[0].parse().unwrap();
+    assert!(partial < 20_000, "the snapshot was not cut: {partial} rows");
+    doris.h().debug_points().clear();
+
+    // Restart: the snapshot finishes, then changes flow; killed again while they do.
+    let mut run = Background::start(&path);
+    run.until(60, "the snapshot in a checkpoint", |_| checkpoint(&state).is_some_and(|cp| !snapshot_pending(&cp)))
+        .await;
+    doris.sql("INSERT INTO test.student VALUES (20001, 'new', 1), (20002, 'new', 2), (20003, 'new', 3)");
+    doris.sql("INSERT INTO test.student VALUES (1, 'changed', 50), (2, 'changed', 50)");
+    doris.sql("DELETE FROM test.student WHERE id IN (3, 4, 20003)");
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    run.kill_9();
+    doris.sql("INSERT INTO test.student VALUES (5, 'changed again', 7), (20004, 'newer', 4)");
+    doris.sql("DELETE FROM test.student WHERE id = 20001");
+
+    let mut run = Background::start(&path);
+    let expected = doris.sql("SELECT id, concat('prefix_', name), age + 1 FROM test.student ORDER BY id");
+    assert_eq!(expected.len(), 20_000);
+    run.until(60, "the mirror equal to the source", |_| {
+        doris.sql("SELECT id, name, age FROM test.mirror ORDER BY id") == expected
+    })
+    .await;
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    // The dedup state travels with worker 0's position: its part of the snapshot and every change since.
+    let cp = checkpoint(&state).unwrap();
+    let keys = cp["sources"][0]["state"].as_object().map_or(0, |m| m.len());
+    assert!(keys > 5_000, "dedup state of worker 0 holds {keys} keys");
+    assert!(
+        cp["sources"][0]["state"]["20001\u{1f}"].is_null() && cp["sources"][0]["state"].get("20001\u{1f}").is_some()
+    );
+}
+
+/// `pipelines/changelog.toml` as shipped: embedded doris-lite, `initial`, then changes made
+/// through the MySQL port it prints reach the mirror.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_changelog_example_pipeline_mirrors_inserts_updates_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = crate::common::repo_root();
+    for f in ["changelog.toml", "changelog.sql"] {
+        std::fs::copy(repo.join("pipelines").join(f), dir.path().join(f)).unwrap();
+    }
+    let mut run = Background::start(&dir.path().join("changelog.toml"));
+    let port = std::cell::Cell::new(0u16);
+    run.until(60, "the embedded doris-lite's MySQL port", |r| {
+        let log = r.log();
+        let found = log.lines().find_map(|l| l.split(" -P ").nth(1)?.split_whitespace().next()?.parse().ok());
+        port.set(found.unwrap_or(0));
+        found.is_some()
+    })
+    .await;
+    let sql = |q: &str| crate::common::mysql(port.get(), q);
+    let mirror = "SELECT * FROM shop.orders_mirror ORDER BY id";
+    let source = "SELECT * FROM shop.orders ORDER BY id";
+    run.until(60, "the snapshot in the mirror", |_| sql(mirror).len() == 2).await;
+    sql("INSERT INTO shop.orders VALUES (3, 'linus', 5.00, 'new')");
+    sql("INSERT INTO shop.orders VALUES (2, 'grace', 99.00, 'paid')");
+    sql("DELETE FROM shop.orders WHERE id = 1");
+    let expected = ["2\tgrace\t99.00\tpaid", "3\tlinus\t5.00\tnew"];
+    assert_eq!(sql(source), expected);
+    run.until(60, "the mirror equal to the source", |_| sql(mirror) == expected).await;
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
+/// Every Doris type of the seed's mapping table: the Arrow type the source reads it as, and a
+/// snapshot copied through the Doris sink into a table of the same columns equals the original.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_doris_type_reads_as_the_connector_maps_it_and_writes_back_unchanged() {
+    use arrow::datatypes::{DataType, TimeUnit};
+    let doris = Doris::start().await;
+    let columns = "id INT, b BOOLEAN, ti TINYINT, si SMALLINT, bi BIGINT, li LARGEINT, f FLOAT, d DOUBLE, \
+                   dc DECIMAL(10, 2), dv DECIMALV2(10, 2), dt DATE, ts DATETIME, ts3 DATETIME(3), c CHAR(4), \
+                   v VARCHAR(20), s STRING, j JSON, vr VARIANT, ip4 IPV4, ip6 IPV6, a ARRAY<INT>, m MAP<STRING, INT>";
+    for t in ["types", "types_copy"] {
+        doris.sql(&format!("CREATE TABLE test.{t} ({columns}) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2"));
+    }
+    doris.sql(
+        "INSERT INTO test.types VALUES (1, true, -8, -16, -64, '170141183460469231731687303715884105727', 1.5, 2.25, \
+         12345678.91, 123.45, '2026-11-30', '2026-11-30 12:34:56', '2026-11-30 12:34:56.789', 'abcd', 'varchar', \
+         'a string', '{\"k\":[1,2]}', '{\"v\":1}', '192.168.0.1', '::1', '[1, 2, 3]', '{\"a\":1}')",
+    );
+    doris.sql("INSERT INTO test.types (id) VALUES (2)");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"types\"\n\n[doris]\nfenodes = {}\n\n[[source]]\ntype = \"doris\"\ntable = \"test.types\"\n\n[[sink]]\ntype = \"doris\"\ntable = \"test.types_copy\"\n",
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let file = sluice::pipeline::load_file(&path).unwrap();
+    let prepared = sluice::runtime::prepare(&path, file, vec![doris.h().fe_http_addr().to_string()]).await.unwrap();
+    let read: Vec<(String, DataType)> =
+        prepared.source_schema.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+    let text_type = DataType::Utf8;
+    let expected = [
+        ("id", DataType::Int32),
+        ("b", DataType::Boolean),
+        ("ti", DataType::Int8),
+        ("si", DataType::Int16),
+        ("bi", DataType::Int64),
+        ("li", text_type.clone()),
+        ("f", DataType::Float32),
+        ("d", DataType::Float64),
+        ("dc", DataType::Decimal128(10, 2)),
+        ("dv", DataType::Decimal128(10, 2)),
+        ("dt", DataType::Date32),
+        ("ts", DataType::Timestamp(TimeUnit::Second, None)),
+        ("ts3", DataType::Timestamp(TimeUnit::Millisecond, None)),
+        ("c", text_type.clone()),
+        ("v", text_type.clone()),
+        ("s", text_type.clone()),
+        ("j", text_type.clone()),
+        ("vr", text_type.clone()),
+        ("ip4", text_type.clone()),
+        ("ip6", text_type.clone()),
+        ("a", text_type.clone()),
+        ("m", text_type.clone()),
+    ];
+    let expected: Vec<(String, DataType)> = expected.into_iter().map(|(n, t)| (n.to_string(), t)).collect();
+    assert_eq!(read, expected);
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let opts = sluice::runtime::RunOptions { quiet: true, status_interval: None };
+    let report = sluice::runtime::run(&prepared, &opts, stop_rx).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished);
+    let original = doris.sql("SELECT * FROM test.types ORDER BY id");
+    assert_eq!(original.len(), 2);
+    assert!(original[0].contains("170141183460469231731687303715884105727"), "{original:?}");
+    assert_eq!(doris.sql("SELECT * FROM test.types_copy ORDER BY id"), original);
+}
