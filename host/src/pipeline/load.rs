@@ -516,6 +516,43 @@ properties.format = "json"
         load_str(Path::new("pipeline.toml"), text).unwrap_err().to_string()
     }
 
+    const CHANGELOG: &str = r#"[pipeline]
+name = "c"
+
+[doris]
+fenodes = ["127.0.0.1:8030"]
+
+[[source]]
+type = "doris"
+table = "test.student"
+scan.mode = "initial"
+
+[[sink]]
+type = "doris"
+table = "test.mirror"
+"#;
+
+    #[test]
+    fn changelog_options_are_checked_naming_the_key() {
+        assert!(load_str(Path::new("pipeline.toml"), CHANGELOG).is_ok());
+        let with = |extra: &str| {
+            err(&CHANGELOG.replace("scan.mode = \"initial\"", &format!("scan.mode = \"initial\"\n{extra}")))
+        };
+        let negative = with("changelog.visible_wait_timeout = \"-1s\"");
+        assert!(negative.starts_with("pipeline.toml:11: source.changelog.visible_wait_timeout: "), "{negative}");
+        let fast = with("changelog.poll_interval = \"500ms\"");
+        assert!(fast.ends_with("source.changelog.poll_interval: must be at least 1s"), "{fast}");
+        let kind = with("changelog.increment_type = \"full\"");
+        assert!(kind.starts_with("pipeline.toml:11: source.changelog.increment_type: "), "{kind}");
+        assert!(kind.contains("min_delta"), "{kind}");
+        let no_key = with("dedup = true");
+        assert!(no_key.ends_with("source.dedup: needs the table's primary key: add `primary_key = \"id\"` (comma separated for several columns)"), "{no_key}");
+        let snapshot = err(&CHANGELOG.replace("scan.mode = \"initial\"", "primary_key = \"id\"\ndedup = true"));
+        assert!(snapshot.contains("source.dedup: normalises change events; a `snapshot` scan has none"), "{snapshot}");
+        let ts = with("scan.timestamp = \"yesterday\"");
+        assert!(ts.ends_with("source.scan.timestamp: expected \"yyyy-MM-dd HH:mm:ss\", got \"yesterday\""), "{ts}");
+    }
+
     const LOOKUP: &str = r#"
 [[transform]]
 type = "lookup"

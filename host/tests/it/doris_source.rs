@@ -283,12 +283,16 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
     task.await.unwrap().unwrap();
     assert_eq!(doris.sql("SELECT id FROM test.second ORDER BY id"), ["3"]);
 
-    // Two rows for one consumer, or no offset table at all: the start fails, no fallback.
+    // Two rows for one consumer, no offset table at all, or a bad offset: the start fails, no fallback.
     doris.sql("CREATE TABLE ops.dup (consumer_id VARCHAR(256), offset_timestamp DATETIME, update_time DATETIME(3)) DUPLICATE KEY(consumer_id) DISTRIBUTED BY HASH(consumer_id) BUCKETS 1");
     doris.sql("INSERT INTO ops.dup VALUES ('c1', '2026-01-01 00:00:00', '2026-01-01 00:00:00'), ('c1', '2026-01-02 00:00:00', '2026-01-02 00:00:00')");
-    for (table, expected) in
-        [("ops.dup", "2 rows for consumer `c1`"), ("ops.missing", "cannot read the offset of consumer `c1`")]
-    {
+    doris.sql("CREATE TABLE ops.bad (consumer_id VARCHAR(256), offset_timestamp VARCHAR(32), update_time DATETIME(3)) UNIQUE KEY(consumer_id) DISTRIBUTED BY HASH(consumer_id) BUCKETS 1");
+    doris.sql("INSERT INTO ops.bad VALUES ('c1', 'yesterday', '2026-01-01 00:00:00')");
+    for (table, expected) in [
+        ("ops.dup", "2 rows for consumer `c1`"),
+        ("ops.missing", "cannot read the offset of consumer `c1`"),
+        ("ops.bad", "consumer `c1` has an invalid offset \"yesterday\""),
+    ] {
         let path = start("third", &format!("c-{table}"));
         std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("ops.offsets", table)).unwrap();
         let err = match launch(&path).await {
