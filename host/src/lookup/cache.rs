@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::pipeline::{CacheMode, LookupCache};
@@ -21,17 +22,45 @@ pub(super) enum KeyCache {
         ttl: Duration,
         max_rows: u64,
     },
-    /// The whole table, read again once it is older than `ttl`.
+    /// The whole table, read again in the background once it is older than `ttl`.
     Full {
-        table: tokio::sync::Mutex<FullTable>,
+        table: FullTable,
         ttl: Duration,
     },
 }
 
+/// Every row of the dimension, grouped by key.
+pub(super) type Rows = Arc<HashMap<Key, Matches>>;
+
+/// The snapshot of `cache.mode = "full"`: served to every batch while a reload runs.
 #[derive(Default)]
 pub(super) struct FullTable {
-    pub loaded: Option<Instant>,
-    pub rows: Arc<HashMap<Key, Matches>>,
+    /// The rows being served and when to read the table again; `None` before the first load.
+    pub snapshot: std::sync::RwLock<Option<(Rows, Instant)>>,
+    /// Held during the first load, so the batches that arrive meanwhile wait for it.
+    pub first: tokio::sync::Mutex<()>,
+    /// A reload is running (there is at most one).
+    pub reloading: AtomicBool,
+}
+
+impl FullTable {
+    /// The rows served now and whether they are due to be read again.
+    pub fn current(&self) -> Option<(Rows, bool)> {
+        let snapshot = self.snapshot.read().expect("snapshot lock");
+        snapshot.as_ref().map(|(rows, next)| (rows.clone(), Instant::now() >= *next))
+    }
+
+    /// Serve `rows` from now on, until `next`.
+    pub fn replace(&self, rows: Rows, next: Instant) {
+        *self.snapshot.write().expect("snapshot lock") = Some((rows, next));
+    }
+
+    /// Keep the rows but read again no earlier than `next` (after a failed reload).
+    pub fn postpone(&self, next: Instant) {
+        if let Some((_, at)) = self.snapshot.write().expect("snapshot lock").as_mut() {
+            *at = next;
+        }
+    }
 }
 
 impl KeyCache {

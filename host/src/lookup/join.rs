@@ -10,8 +10,9 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
+use tokio::sync::Semaphore;
 
-use super::cache::{Key, KeyCache, Matches};
+use super::cache::{Key, KeyCache, Matches, Rows};
 use super::fetch::canonical;
 use super::{LookupError, LookupTable};
 use crate::Batch;
@@ -20,12 +21,22 @@ use crate::pipeline::JoinKind;
 /// The rows of one chunk of keys, with the chunk.
 type ChunkResult<'a> = Result<(&'a [Key], HashMap<Key, Matches>), LookupError>;
 
-/// A lookup join for one input schema.
+/// Stream batches a worker keeps in flight in a lookup at most, whatever the queue size: they
+/// hold memory while they wait for the batches before them.
+const MAX_BATCHES_IN_FLIGHT: usize = 16;
+
+/// A lookup join for one input schema: one worker's instance. Its clones share the worker's
+/// bounds, so the futures of [`LookupJoin::lookup`] in flight together respect them.
+#[derive(Clone)]
 pub struct LookupJoin {
     table: Arc<LookupTable>,
     /// Index of each stream key column in the input.
-    key_columns: Vec<usize>,
+    key_columns: Arc<[usize]>,
     output: SchemaRef,
+    /// `jdbc.read.thread_size` permits: queries this worker runs at once.
+    queries: Arc<Semaphore>,
+    /// `jdbc.read.batch.queue_size` permits: keys this worker fetches at once.
+    keys: Arc<Semaphore>,
 }
 
 impl LookupJoin {
@@ -56,11 +67,27 @@ impl LookupJoin {
             fields.push(col.ty.arrow_field(out, true));
         }
         let output = Arc::new(Schema::new_with_metadata(fields, input.metadata().clone()));
-        Ok(LookupJoin { table, key_columns, output })
+        let queries = Arc::new(Semaphore::new(table.threads));
+        let keys = Arc::new(Semaphore::new(table.queue_size));
+        Ok(LookupJoin { table, key_columns: key_columns.into(), output, queries, keys })
     }
 
     pub fn output_schema(&self) -> &SchemaRef {
         &self.output
+    }
+
+    /// How many batches a worker may have in flight in [`LookupJoin::lookup`]: the queue size
+    /// (each batch is at least one pending request), at most [`MAX_BATCHES_IN_FLIGHT`].
+    pub fn max_in_flight(&self) -> usize {
+        self.table.queue_size.clamp(1, MAX_BATCHES_IN_FLIGHT)
+    }
+
+    /// Join `batch` in a future of its own, to be kept in flight with others of this worker (in a
+    /// `FuturesOrdered`, so they come out in input order). They share this instance's bounds:
+    /// `jdbc.read.thread_size` queries and `jdbc.read.batch.queue_size` keys at once.
+    pub fn lookup(&self, batch: Batch) -> BoxFuture<'static, Result<Batch, LookupError>> {
+        let join = self.clone();
+        async move { join.process(&batch).await }.boxed()
     }
 
     fn data_error(&self, message: impl ToString) -> LookupError {
@@ -136,17 +163,8 @@ impl LookupJoin {
     /// Fill in the rows of every key: from the cache, else from Doris.
     async fn resolve(&self, distinct: &mut HashMap<&Key, Option<Matches>>) -> Result<(), LookupError> {
         let t = &self.table;
-        if let KeyCache::Full { table, ttl } = &t.cache {
-            let rows = {
-                let mut full = table.lock().await;
-                if full.loaded.is_none_or(|at| at.elapsed() >= *ttl) {
-                    let started = Instant::now();
-                    full.rows = Arc::new(t.dim.fetch_all().await?);
-                    full.loaded = Some(started);
-                    t.metrics.full_loads.fetch_add(1, Ordering::Relaxed);
-                }
-                full.rows.clone()
-            };
+        if let KeyCache::Full { .. } = &t.cache {
+            let rows = full_table(t).await?;
             for (k, m) in distinct.iter_mut() {
                 *m = Some(rows.get(*k).cloned().unwrap_or_default());
             }
@@ -163,11 +181,20 @@ impl LookupJoin {
         t.metrics.hits.fetch_add((distinct.len() - misses.len()) as u64, Ordering::Relaxed);
         t.metrics.misses.fetch_add(misses.len() as u64, Ordering::Relaxed);
         for window in misses.chunks(t.queue_size) {
+            // The window's keys count against the worker's queue size until they are fetched.
+            let _pending = self.keys.acquire_many(window.len() as u32).await.expect("never closed");
             // Boxed so the worker's future stays `Send` (closures in stream combinators trip the
             // compiler's higher-ranked lifetime check).
             let queries: Vec<BoxFuture<'_, ChunkResult<'_>>> = window
                 .chunks(t.batch_size)
-                .map(|chunk| async move { t.dim.fetch(chunk).await.map(|rows| (chunk, rows)) }.boxed())
+                .map(|chunk| {
+                    let running = &self.queries;
+                    async move {
+                        let _running = running.acquire().await.expect("never closed");
+                        t.dim.fetch(chunk).await.map(|rows| (chunk, rows))
+                    }
+                    .boxed()
+                })
                 .collect();
             let fetched: Vec<_> = futures::stream::iter(queries).buffer_unordered(t.threads).try_collect().await?;
             for (chunk, mut rows) in fetched {
@@ -182,4 +209,46 @@ impl LookupJoin {
         }
         Ok(())
     }
+}
+
+/// The rows of `cache.mode = "full"`. The first load blocks (one at a time; its failure fails the
+/// batch); after that the snapshot is served at once, and once it is `cache.ttl` old one reload
+/// starts in the background. A failed reload keeps the snapshot, is logged and counted in
+/// `full_load_failures`, and is tried again a `cache.ttl` later.
+async fn full_table(t: &Arc<LookupTable>) -> Result<Rows, LookupError> {
+    let KeyCache::Full { table: full, ttl } = &t.cache else { unreachable!("a full cache") };
+    if let Some((rows, due)) = full.current() {
+        if due && !full.reloading.swap(true, Ordering::AcqRel) {
+            let t = t.clone();
+            tokio::spawn(async move {
+                let KeyCache::Full { table: full, ttl } = &t.cache else { return };
+                let started = Instant::now();
+                match t.dim.fetch_all().await {
+                    Ok(rows) => {
+                        full.replace(Arc::new(rows), started + *ttl);
+                        t.metrics.full_loads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        full.postpone(Instant::now() + *ttl);
+                        t.metrics.full_load_failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            table = %t.dim.table,
+                            "reloading the whole table failed, still serving the previous snapshot; trying again in {ttl:?}: {e}"
+                        );
+                    }
+                }
+                full.reloading.store(false, Ordering::Release);
+            });
+        }
+        return Ok(rows);
+    }
+    let _first = full.first.lock().await;
+    if let Some((rows, _)) = full.current() {
+        return Ok(rows);
+    }
+    let started = Instant::now();
+    let rows: Rows = Arc::new(t.dim.fetch_all().await?);
+    full.replace(rows.clone(), started + *ttl);
+    t.metrics.full_loads.fetch_add(1, Ordering::Relaxed);
+    Ok(rows)
 }

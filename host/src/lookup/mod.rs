@@ -4,9 +4,11 @@
 //! Per batch, the key values are put in the types of the dimension's key columns, de-duplicated
 //! and served from the cache where possible; the misses are fetched with
 //! `WHERE k IN (…)` / `WHERE (k1, k2) IN ((…), …)` queries of at most `jdbc.read.batch.size` keys,
-//! up to `jdbc.read.thread_size` of them at a time, values rendered as escaped SQL literals. The
-//! output keeps the input's row order. With `cache.mode = "full"` the whole table is held in
-//! memory and read again every `cache.ttl`.
+//! up to `jdbc.read.thread_size` of them at a time per worker, values rendered as escaped SQL
+//! literals. A worker keeps several batches' lookups in flight ([`LookupJoin::lookup`]), at most
+//! `jdbc.read.batch.queue_size` keys of them being fetched at once, and emits the batches in input
+//! order; each batch keeps its row order. With `cache.mode = "full"` the whole table is held in
+//! memory and read again in the background every `cache.ttl`, the old snapshot served meanwhile.
 
 mod cache;
 pub(crate) mod fetch;
@@ -63,6 +65,8 @@ pub struct LookupMetrics {
     pub query_time_max_us: AtomicU64,
     /// Loads of the whole table (`cache.mode = "full"`).
     pub full_loads: AtomicU64,
+    /// Reloads of the whole table that failed (the previous snapshot stayed in use).
+    pub full_load_failures: AtomicU64,
 }
 
 impl LookupMetrics {
@@ -78,6 +82,11 @@ impl LookupMetrics {
             ("lookup_query_time_us", "Time spent in lookup queries, in microseconds.", g(&self.query_time_us)),
             ("lookup_query_time_max_us", "The slowest lookup query, in microseconds.", g(&self.query_time_max_us)),
             ("lookup_full_loads", "Loads of the whole dimension table (full cache).", g(&self.full_loads)),
+            (
+                "lookup_full_load_failures",
+                "Reloads of the whole dimension table that failed (full cache).",
+                g(&self.full_load_failures),
+            ),
         ]
     }
 
@@ -112,7 +121,7 @@ pub struct LookupTable {
     cache: KeyCache,
     /// Keys per query.
     batch_size: usize,
-    /// Keys of one batch in flight at once.
+    /// Keys being fetched at once per worker, over all its batches in flight.
     queue_size: usize,
     /// Queries in flight at once per worker.
     threads: usize,

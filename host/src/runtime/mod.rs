@@ -137,6 +137,14 @@ impl RunningTransform {
         }
     }
 
+    /// The lookup join, if this is one.
+    pub fn lookup(&self) -> Option<&LookupJoin> {
+        match self {
+            RunningTransform::Lookup(l) => Some(l),
+            RunningTransform::Wasm(_) => None,
+        }
+    }
+
     /// Transform one batch: a plugin runs on this thread, a lookup awaits its queries.
     pub async fn process(&mut self, batch: &Batch) -> anyhow::Result<Vec<Batch>> {
         Ok(match self {
@@ -754,6 +762,61 @@ async fn source_task(
     }
 }
 
+/// Batches whose lookups are in flight in a worker, in input order.
+type InFlight = futures::stream::FuturesOrdered<futures::future::BoxFuture<'static, anyhow::Result<Batch>>>;
+
+/// What a worker does next.
+enum WorkerStep {
+    Message(Option<Message>),
+    /// The oldest batch in flight has been joined.
+    Joined(anyhow::Result<Batch>),
+    Tick,
+}
+
+/// The lookup of `batch` as a task of its own, so it moves on while the worker writes; the task
+/// is aborted if the returned future is dropped (the worker failed).
+fn spawn_lookup(join: &LookupJoin, batch: Batch) -> futures::future::BoxFuture<'static, anyhow::Result<Batch>> {
+    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for AbortOnDrop<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mut task = AbortOnDrop(tokio::spawn(join.lookup(batch)));
+    Box::pin(async move { Ok((&mut task.0).await.context("a lookup task failed")??) })
+}
+
+/// `batches` through `transforms`, one transform after another.
+async fn run_transforms(transforms: &mut [RunningTransform], mut batches: Vec<Batch>) -> anyhow::Result<Vec<Batch>> {
+    for t in transforms {
+        let mut next = Vec::new();
+        for b in &batches {
+            next.extend(t.process(b).await?);
+        }
+        batches = next;
+    }
+    Ok(batches)
+}
+
+/// `batches` through the rest of the chain, then to every sink.
+async fn finish_batches(
+    transforms: &mut [RunningTransform],
+    batches: Vec<Batch>,
+    writers: &mut [DorisWriter],
+    stats: &Stats,
+) -> anyhow::Result<()> {
+    let batches = run_transforms(transforms, batches).await?;
+    let rows: usize = batches.iter().map(Batch::num_rows).sum();
+    stats.rows_transformed.fetch_add(rows as u64, Ordering::Relaxed);
+    for w in writers {
+        for b in &batches {
+            w.write(b).await?;
+        }
+    }
+    stats.rows_written.fetch_add(rows as u64, Ordering::Relaxed);
+    Ok(())
+}
+
 async fn worker_task(
     mut rx: mpsc::Receiver<Message>,
     mut transforms: Vec<RunningTransform>,
@@ -762,42 +825,57 @@ async fn worker_task(
     worker: usize,
     stats: Arc<Stats>,
 ) -> anyhow::Result<()> {
+    use futures::StreamExt;
     let batch_mode = writers.iter().any(DorisWriter::is_batch_mode);
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The chain runs in three stages. The transforms before the first lookup run as a batch
+    // arrives; that lookup keeps up to `max_in_flight` batches' lookups in flight, which come out
+    // in input order; the transforms after it run, and the rows are written, as each comes out.
+    // Only the first lookup is pipelined: later ones run one batch at a time in that last stage.
+    // A barrier first drains the batches in flight, so every row before it is written before the
+    // loads are pre-committed.
+    let first_lookup = transforms.iter().position(|t| t.lookup().is_some()).unwrap_or(transforms.len());
+    let (before, rest) = transforms.split_at_mut(first_lookup);
+    let lookup = rest.first().and_then(RunningTransform::lookup).cloned();
+    let after = rest.get_mut(1..).unwrap_or_default();
+    let max_in_flight = lookup.as_ref().map_or(1, LookupJoin::max_in_flight);
+    let mut in_flight: InFlight = futures::stream::FuturesOrdered::new();
     loop {
-        let msg = tokio::select! {
-            m = rx.recv() => m,
-            _ = tick.tick(), if batch_mode => {
+        let (joined_ready, room) = (!in_flight.is_empty(), in_flight.len() < max_in_flight);
+        let step = tokio::select! {
+            Some(joined) = in_flight.next(), if joined_ready => WorkerStep::Joined(joined),
+            m = rx.recv(), if room => WorkerStep::Message(m),
+            _ = tick.tick(), if batch_mode => WorkerStep::Tick,
+        };
+        let msg = match step {
+            WorkerStep::Tick => {
                 for w in &mut writers {
                     w.tick().await?;
                 }
                 continue;
             }
+            WorkerStep::Joined(joined) => {
+                finish_batches(after, vec![joined?], &mut writers, &stats).await?;
+                continue;
+            }
+            WorkerStep::Message(m) => m,
         };
         match msg {
             None => return Ok(()),
             // A source's way of saying "nothing new, but I moved on".
             Some(Message::Data(batch)) if batch.num_rows() == 0 => {}
             Some(Message::Data(batch)) => {
-                let mut batches = vec![batch];
-                for t in &mut transforms {
-                    let mut next = Vec::new();
-                    for b in &batches {
-                        next.extend(t.process(b).await?);
-                    }
-                    batches = next;
+                let batches = run_transforms(before, vec![batch]).await?;
+                match &lookup {
+                    Some(l) => batches.into_iter().for_each(|b| in_flight.push_back(spawn_lookup(l, b))),
+                    None => finish_batches(after, batches, &mut writers, &stats).await?,
                 }
-                let rows: usize = batches.iter().map(Batch::num_rows).sum();
-                stats.rows_transformed.fetch_add(rows as u64, Ordering::Relaxed);
-                for w in &mut writers {
-                    for b in &batches {
-                        w.write(b).await?;
-                    }
-                }
-                stats.rows_written.fetch_add(rows as u64, Ordering::Relaxed);
             }
             Some(Message::Barrier { id, position, exhausted }) => {
+                while let Some(joined) = in_flight.next().await {
+                    finish_batches(after, vec![joined?], &mut writers, &stats).await?;
+                }
                 let mut txns = Vec::new();
                 for w in &mut writers {
                     txns.extend(w.prepare_commit().await?);
