@@ -41,6 +41,12 @@ pub fn statements(text: &str) -> Vec<String> {
     out
 }
 
+/// The embedded doris-lite's MySQL port as a `doris.jdbc_url`.
+pub fn jdbc_url(handle: &doris_lite::Handle) -> String {
+    let addr = handle.query_addr();
+    format!("jdbc:mysql://{}:{}", addr.ip(), addr.port())
+}
+
 /// Run `init_sql` (relative to the pipeline file) on the embedded doris-lite.
 pub async fn run_init_sql(file: &Path, init: &Path, client: &StreamLoadClient) -> anyhow::Result<()> {
     let path = file.parent().unwrap_or(Path::new(".")).join(init);

@@ -28,13 +28,21 @@ async fn embedded_doris(file: &Path, pipeline: &PipelineFile) -> anyhow::Result<
     Ok(handle)
 }
 
-/// The FE addresses to use, starting the embedded doris-lite when asked for.
-async fn connect(file: &Path, pipeline: &PipelineFile) -> anyhow::Result<(Vec<String>, Option<doris_lite::Handle>)> {
+/// The FE addresses to use, starting the embedded doris-lite when asked for; then a missing
+/// `jdbc_url` is the embedded server's MySQL port (for lookups and `changelog.offset_table`).
+async fn connect(
+    file: &Path,
+    pipeline: &mut PipelineFile,
+) -> anyhow::Result<(Vec<String>, Option<doris_lite::Handle>)> {
     let doris = pipeline.doris.as_ref().context("a Doris sink needs a [doris] section with `fenodes`")?;
     if doris.fenodes.is_embedded() {
+        let init_sql = doris.init_sql.clone();
         let handle = embedded_doris(file, pipeline).await?;
-        if let Some(init) = &doris.init_sql {
+        if let Some(init) = &init_sql {
             embedded::run_init_sql(file, init, &embedded_client(&handle)?).await?;
+        }
+        if let Some(doris) = pipeline.doris.as_mut() {
+            doris.jdbc_url.get_or_insert_with(|| embedded::jdbc_url(&handle));
         }
         Ok((vec![handle.fe_http_addr().to_string()], Some(handle)))
     } else {
@@ -50,10 +58,10 @@ fn embedded_client(handle: &doris_lite::Handle) -> anyhow::Result<StreamLoadClie
 /// `sluice run`: run until the sources are exhausted, or until SIGINT/SIGTERM (a final checkpoint
 /// is taken and committed; a second signal exits at once, which is still safe).
 pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyhow::Result<()> {
-    let pipeline = load_file(&file)?;
+    let mut pipeline = load_file(&file)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let (fenodes, embedded) = connect(&file, &pipeline).await?;
+        let (fenodes, embedded) = connect(&file, &mut pipeline).await?;
         let prepared = runtime::prepare(&file, pipeline, fenodes).await?;
         if let Some(addr) = metrics_addr {
             serve_metrics(addr, prepared.stats.clone(), &prepared.pipeline.pipeline.name).await?;
@@ -154,10 +162,10 @@ pub fn metrics_text(stats: &Stats, pipeline: &str) -> String {
 /// `sluice check`: validate the file, load the plugins, connect to Doris, check the target tables
 /// and that the transforms' output fits them, and print the plan. Moves no data.
 pub fn check(file: PathBuf) -> anyhow::Result<()> {
-    let pipeline = load_file(&file)?;
+    let mut pipeline = load_file(&file)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let (fenodes, embedded) = connect(&file, &pipeline).await?;
+        let (fenodes, embedded) = connect(&file, &mut pipeline).await?;
         let prepared = runtime::prepare(&file, pipeline, fenodes).await?;
         let result = check_prepared(&prepared).await;
         if let Some(h) = embedded {

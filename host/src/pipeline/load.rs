@@ -270,10 +270,10 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
     for s in &p.source {
         if let SourceConfig::Doris(d) = s {
             validate_doris_source(d)?;
-            if d.changelog.offset_table.is_some() && p.doris.as_ref().is_none_or(|d| d.jdbc_url.is_none()) {
+            if d.changelog.offset_table.is_some() && !has_jdbc_url(p.doris.as_ref()) {
                 return Err((
                     "source.changelog.offset_table".into(),
-                    "needs `jdbc_url` in [doris] (the MySQL-protocol address, jdbc:mysql://host:9030)".into(),
+                    "needs `jdbc_url` in [doris] (the MySQL-protocol address, jdbc:mysql://host:9030), or `fenodes = \"embedded\"`".into(),
                 ));
             }
             continue;
@@ -436,13 +436,19 @@ fn validate_lookup(l: &LookupTransform, doris: Option<&DorisSection>) -> Result<
     if l.cache.ttl.0.is_zero() {
         return Err(("transform.cache.ttl".into(), "must be longer than 0s".into()));
     }
-    if doris.and_then(|d| d.jdbc_url.as_ref()).is_none() {
+    if !has_jdbc_url(doris) {
         return Err((
             "doris.jdbc_url".into(),
             "a lookup reads its table over MySQL: set `jdbc_url = \"jdbc:mysql://host:9030\"` in [doris]".into(),
         ));
     }
     Ok(())
+}
+
+/// Whether MySQL-protocol reads have an address: `jdbc_url`, or the embedded doris-lite's query
+/// port, which `sluice run` and `sluice check` fill in.
+fn has_jdbc_url(doris: Option<&DorisSection>) -> bool {
+    doris.is_some_and(|d| d.jdbc_url.is_some() || d.fenodes.is_embedded())
 }
 
 fn validate_doris(d: &DorisSection) -> Result<(), (String, String)> {
@@ -577,6 +583,9 @@ cache.ttl = "300s"
             "{}",
             err(&no_url)
         );
+        // The embedded doris-lite's query port stands in for `jdbc_url`.
+        let embedded = no_url.replace("fenodes = [\"127.0.0.1:8030\"]", "fenodes = \"embedded\"");
+        assert!(load_str(Path::new("pipeline.toml"), &embedded).is_ok(), "{}", err(&embedded));
         let typo = text.replace("cache.ttl", "cache.tll");
         assert!(err(&typo).starts_with("pipeline.toml:35: transform.cache.tll: unknown key `tll`"), "{}", err(&typo));
         let zero = text.replace("cache.max_rows = 100000", "jdbc.read.batch.size = 0");
