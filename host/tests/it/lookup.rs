@@ -31,12 +31,12 @@ fn with_cities(doris: &Doris) {
 }
 
 fn doris_section(doris: &Doris) -> DorisSection {
-    toml::from_str(&format!(
-        "fenodes = {}\njdbc_url = \"jdbc:mysql://127.0.0.1:{}\"",
-        doris.fenodes(),
-        doris.h().query_addr().port()
-    ))
-    .unwrap()
+    doris_section_at(doris, doris.h().query_addr().port())
+}
+
+/// A `[doris]` section whose `jdbc_url` has `port`.
+fn doris_section_at(doris: &Doris, port: u16) -> DorisSection {
+    toml::from_str(&format!("fenodes = {}\njdbc_url = \"jdbc:mysql://127.0.0.1:{port}\"", doris.fenodes())).unwrap()
 }
 
 /// A lookup transform from the keys of a `[[transform]]` table (without `type`).
@@ -263,8 +263,143 @@ async fn full_cache_loads_the_table_and_reloads_it_every_ttl() {
     assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis NULL"]);
     assert_eq!(count(&m.queries), 1, "no query between reloads");
     tokio::time::sleep(Duration::from_millis(1200)).await;
+    // The TTL has passed: this batch starts a reload in the background and is served the old rows.
+    assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis NULL"]);
+    wait_for("the reload", || count(&m.full_loads) == 2).await;
     assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis Sea"]);
     assert_eq!((count(&m.full_loads), count(&m.queries), count(&m.rows_fetched)), (2, 2, 9));
+}
+
+/// Wait up to 10s for `done`.
+async fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(10), "{what} did not happen within 10s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A TCP proxy in front of doris-lite's query port that can hold each packet a client sends for
+/// `delay_ms` (a slow dimension table) or drop every connection (`failing`), and counts the most
+/// packets it held at once (queries in flight together).
+#[derive(Default)]
+struct Proxy {
+    port: std::sync::atomic::AtomicU16,
+    delay_ms: std::sync::atomic::AtomicU64,
+    failing: std::sync::atomic::AtomicBool,
+    held: std::sync::atomic::AtomicU64,
+    most_held: std::sync::atomic::AtomicU64,
+}
+
+impl Proxy {
+    async fn start(doris: &Doris) -> Arc<Proxy> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = Arc::new(Proxy::default());
+        proxy.port.store(listener.local_addr().unwrap().port(), Ordering::Relaxed);
+        let target = doris.h().query_addr();
+        let p = proxy.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if p.failing.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let p = p.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(target).await else { return };
+                    let (mut from_client, mut to_client) = client.into_split();
+                    let (mut from_server, mut to_server) = server.into_split();
+                    let answers = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                    });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match from_client.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        let ms = p.delay_ms.load(Ordering::Relaxed);
+                        if ms > 0 {
+                            let now = p.held.fetch_add(1, Ordering::Relaxed) + 1;
+                            p.most_held.fetch_max(now, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                            p.held.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        if p.failing.load(Ordering::Relaxed) || to_server.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    answers.abort();
+                });
+            }
+        });
+        proxy
+    }
+
+    fn port(&self) -> u16 {
+        self.port.load(Ordering::Relaxed)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_cache_serves_its_snapshot_while_a_slow_or_failing_reload_runs() {
+    let doris = Doris::start().await;
+    with_cities(&doris);
+    let proxy = Proxy::start(&doris).await;
+    let options = "table = 'dim.dim_city'\nkeys = ['city']\ncolumns = ['province']\ncache.mode = 'full'\n\
+                   cache.ttl = '1s'\nmax_retries = 1";
+    let cfg: LookupTransform = toml::from_str(options).unwrap();
+    let section = doris_section_at(&doris, proxy.port());
+    let table = LookupTable::connect(&cfg, &section, "", 4).await.unwrap();
+    let m = table.metrics.clone();
+    let j = LookupJoin::new(table, &batch(FACT, &[]).schema()).unwrap();
+    let one = in_city("Hangzhou");
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang"], "the first load");
+
+    // A slow reload: batches keep getting the old snapshot at once, and one reload runs.
+    doris.sql("INSERT INTO dim.dim_city VALUES ('Hangzhou', 2, 'Zhejiang-2', 'China')");
+    proxy.delay_ms.store(1500, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang"], "the old snapshot while reloading");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(started.elapsed() < Duration::from_millis(1000), "batches waited for the reload: {:?}", started.elapsed());
+    assert_eq!(count(&m.full_loads), 1);
+    wait_for("the slow reload", || count(&m.full_loads) == 2).await;
+    assert_eq!(proxy.most_held.load(Ordering::Relaxed), 1, "one reload at a time");
+    proxy.delay_ms.store(0, Ordering::Relaxed);
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"], "the new snapshot");
+    // The slow reload took longer than the TTL, so that batch started the next one.
+    wait_for("the reload after the slow one", || count(&m.full_loads) == 3).await;
+
+    // A failing reload: the snapshot stays, the failure is counted, the batches do not fail.
+    proxy.failing.store(true, Ordering::Relaxed);
+    doris.sql("INSERT INTO dim.dim_city VALUES ('Hangzhou', 2, 'Zhejiang-3', 'China')");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"]);
+    wait_for("the failed reload", || count(&m.full_load_failures) == 1).await;
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"], "the old snapshot after a failed reload");
+    let loads = count(&m.full_loads);
+    proxy.failing.store(false, Ordering::Relaxed);
+    // Tried again a TTL after the failure.
+    let started = std::time::Instant::now();
+    loop {
+        if joined(&j, &one).await == ["+I 1 x Hangzhou Zhejiang-3"] {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no reload after the failure");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!((count(&m.full_loads), count(&m.full_load_failures)), (loads + 1, 1));
+
+    // Without any snapshot yet, a failed load fails the batch.
+    let table = LookupTable::connect(&cfg, &section, "", 4).await.unwrap();
+    let fresh = LookupJoin::new(table, &batch(FACT, &[]).schema()).unwrap();
+    proxy.failing.store(true, Ordering::Relaxed);
+    let e = fresh.process(&one).await.unwrap_err().to_string();
+    assert!(e.starts_with("lookup in `dim.dim_city`: query failed after 2 attempt(s)"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,6 +446,13 @@ async fn a_missing_table_or_column_is_named() {
 const ENRICHED: &str = "CREATE TABLE test.enriched (id BIGINT, name VARCHAR(32), city VARCHAR(32), province VARCHAR(32), country VARCHAR(32), city_level INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2";
 
 fn lookup_pipeline(doris: &Doris, dir: &Path) -> std::path::PathBuf {
+    let port = doris.h().query_addr().port();
+    let section = format!("fenodes = {}\njdbc_url = \"jdbc:mysql://127.0.0.1:{port}\"", doris.fenodes());
+    lookup_pipeline_with(&section, dir)
+}
+
+/// The enriching pipeline with `doris_section` as its `[doris]`.
+fn lookup_pipeline_with(doris_section: &str, dir: &Path) -> std::path::PathBuf {
     let facts = dir.join("facts.json");
     std::fs::write(
         &facts,
@@ -325,8 +467,7 @@ name = "lookup"
 checkpoint_interval = "300ms"
 
 [doris]
-fenodes = {fenodes}
-jdbc_url = "jdbc:mysql://127.0.0.1:{port}"
+{doris_section}
 
 [[source]]
 type = "file"
@@ -346,9 +487,7 @@ cache.ttl = "300s"
 [[sink]]
 type = "doris"
 table = "test.enriched"
-"#,
-        fenodes = doris.fenodes(),
-        port = doris.h().query_addr().port(),
+"#
     );
     pipeline_file(dir, &text)
 }
@@ -436,6 +575,161 @@ async fn check_names_a_missing_dimension_table_and_prints_the_lookup() {
              (cache 100000 keys for 5m) → id BIGINT, name VARCHAR(32), city VARCHAR(32), province VARCHAR(32), \
              country VARCHAR(32), city_level INT"
         ),
+        "{stdout}"
+    );
+}
+
+/// doris-lite with `dim.seq`: `k` from 1 to `rows`, its group `g = (k - 1) / 150` and `w = k * 10`.
+fn with_sequence(doris: &Doris, rows: u64) {
+    doris.sql("CREATE DATABASE dim");
+    doris.sql("CREATE TABLE dim.seq (k BIGINT, g INT, w BIGINT) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 2");
+    let keys: Vec<u64> = (1..=rows).collect();
+    for chunk in keys.chunks(1000) {
+        let values: Vec<String> = chunk.iter().map(|k| format!("({k}, {}, {})", (k - 1) / 150, k * 10)).collect();
+        doris.sql(&format!("INSERT INTO dim.seq VALUES {}", values.join(", ")));
+    }
+}
+
+/// doris-lite with `dim.seq` of `rows` keys and the table of `target_ddl`, a proxy in front of it
+/// that holds each query `delay_ms`, and [`sequence_pipeline`] prepared, bringing `column`.
+async fn slow_sequence(
+    rows: u64,
+    parallelism: u32,
+    column: &str,
+    target_ddl: &str,
+    delay_ms: u64,
+) -> (Doris, Arc<Proxy>, tempfile::TempDir, runtime::Prepared) {
+    let doris = Doris::start().await;
+    with_sequence(&doris, rows);
+    doris.sql(target_ddl);
+    let target = target_ddl.split_whitespace().nth(2).unwrap();
+    let proxy = Proxy::start(&doris).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = sequence_pipeline(&doris, proxy.port(), parallelism, rows, column, target);
+    let prepared = prepare(&pipeline_file(dir.path(), &text)).await.unwrap();
+    proxy.delay_ms.store(delay_ms, Ordering::Relaxed);
+    (doris, proxy, dir, prepared)
+}
+
+/// datagen ids 1..=`rows` in batches of 100, each looked up in `dim.seq` (no cache) through the
+/// proxy at `port`, bringing `column`, into `target`; checkpoints every 100ms.
+fn sequence_pipeline(doris: &Doris, port: u16, parallelism: u32, rows: u64, column: &str, target: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "lookup-in-flight"
+parallelism = {parallelism}
+checkpoint_interval = "100ms"
+
+[doris]
+fenodes = {fenodes}
+jdbc_url = "jdbc:mysql://127.0.0.1:{port}"
+request_read_timeout = "20s"
+
+[[source]]
+type = "datagen"
+schema = "id BIGINT"
+rows_per_second = {rate}
+number_of_rows = {rows}
+fields.id = {{ kind = "sequence", start = 1 }}
+
+[[transform]]
+type = "lookup"
+table = "dim.seq"
+keys = ["k"]
+stream_keys = ["id"]
+columns = ["{column}"]
+jdbc.read.thread_size = 4
+
+[[sink]]
+type = "doris"
+table = "{target}"
+"#,
+        fenodes = doris.fenodes(),
+        rate = 2000 * parallelism,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_in_flight_against_a_slow_dimension_come_out_in_input_order() {
+    // The last write of a key wins, and each group spans two batches of 100 rows: a batch written
+    // before the one it followed leaves a group with an id other than its last.
+    let target = "CREATE TABLE test.last (g INT, id BIGINT) UNIQUE KEY(g) DISTRIBUTED BY HASH(g) BUCKETS 2";
+    let (doris, proxy, _dir, prepared) = slow_sequence(3000, 1, "g", target, 150).await;
+    let report = run_pipeline(&prepared).await.unwrap();
+    assert!(report.finished);
+    let want: Vec<String> = (0..20).map(|g| format!("{g}\t{}", 150 * (g + 1))).collect();
+    assert_eq!(doris.sql("SELECT g, id FROM test.last ORDER BY g"), want);
+    assert_eq!(prepared.stats.rows_written.load(Ordering::Relaxed), 3000);
+    let m = &prepared.stats.lookups[0].1;
+    assert_eq!((count(&m.misses), count(&m.rows_fetched)), (3000, 3000));
+    let together = proxy.most_held.load(Ordering::Relaxed);
+    assert!(together >= 2, "one worker's lookups were never in flight together ({together} at most)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn barriers_drain_the_lookups_in_flight_so_a_restart_loses_and_repeats_nothing() {
+    let target = "CREATE TABLE test.wide (id BIGINT, w BIGINT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2";
+    let (doris, proxy, _dir, prepared) = slow_sequence(8000, 2, "w", target, 100).await;
+    // A load fails once a few checkpoints are done: the run restarts from the last one. A row
+    // read before a barrier but written after it would be in neither that checkpoint nor the
+    // replay, and be lost.
+    let (stats, points) = (prepared.stats.clone(), doris.h().debug_points().clone());
+    let fault = tokio::spawn(async move {
+        while stats.checkpoints.load(Ordering::Relaxed) < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        points.add(faults::STREAM_LOAD_FAIL, DebugPoint::times(1).param("message", "disk full")).unwrap();
+    });
+    let report = run_pipeline(&prepared).await.unwrap();
+    fault.abort();
+    assert!(report.finished);
+    assert!(report.restarts >= 1 && report.checkpoint >= 5, "{report:?}");
+    assert_eq!(
+        doris.sql("SELECT count(*), count(distinct id), min(id), max(id) FROM test.wide"),
+        ["8000\t8000\t1\t8000"]
+    );
+    assert_eq!(doris.sql("SELECT count(*) FROM test.wide WHERE w = id * 10"), ["8000"]);
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    assert!(proxy.most_held.load(Ordering::Relaxed) >= 2, "lookups were never in flight together");
+}
+
+#[test]
+fn an_embedded_pipeline_looks_up_without_a_jdbc_url() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("init.sql"),
+        format!(
+            "CREATE DATABASE IF NOT EXISTS dim;\n{};\n\
+             INSERT INTO dim.dim_city VALUES ('Beijing', 1, 'Beijing', 'China'), ('Hangzhou', 2, 'Zhejiang', 'China');\n\
+             CREATE DATABASE IF NOT EXISTS test;\n{};\n",
+            DIM_CITY.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"),
+            ENRICHED.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS").replace("DUPLICATE KEY", "UNIQUE KEY"),
+        ),
+    )
+    .unwrap();
+    let path = lookup_pipeline_with("fenodes = \"embedded\"\ninit_sql = \"init.sql\"", dir.path());
+    let check = Command::new(env!("CARGO_BIN_EXE_sluice")).arg("check").arg(&path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    assert!(stdout.contains("transform lookup: left join dim.dim_city on city = city"), "{stdout}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["run", "--quiet"]).arg(&path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.contains(" id "))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["1", "Alice", "Hangzhou", "Zhejiang", "China", "2"],
+            ["2", "Bob", "Atlantis", "NULL", "NULL", "NULL"],
+            ["3", "Carol", "NULL", "NULL", "NULL", "NULL"],
+            ["4", "Dave", "Beijing", "Beijing", "China", "1"],
+        ],
         "{stdout}"
     );
 }
