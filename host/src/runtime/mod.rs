@@ -394,37 +394,54 @@ async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
     Ok((run, checkpoint))
 }
 
+/// Commit `txns`: the loads of one table one after another in the order they were written (a
+/// later load of a checkpoint may change rows an earlier one wrote), different tables at once.
 async fn commit_all(p: &Prepared, txns: &[Txn]) -> anyhow::Result<()> {
-    let commits = txns.iter().map(|t| async move {
-        let mut attempt = 0;
-        loop {
-            match p.client.commit(&t.db, t.txn_id).await {
-                Ok(_) => return Ok(()),
-                Err(e @ crate::doris::DorisError::Txn { .. })
-                    if e.to_string().contains("aborted") || e.to_string().contains("not found") =>
-                {
-                    return Err(SinkError {
-                        message: format!(
-                            "cannot commit `{}.{}` label `{}`: {e}; the rows of that load are not in Doris",
-                            t.db, t.table, t.label
-                        ),
-                        retryable: false,
-                    });
-                }
-                Err(e) if attempt < 5 => {
-                    attempt += 1;
-                    p.stats.commit_retries.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(label = %t.label, "commit failed, retrying: {e}");
-                    tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
-                }
-                Err(e) => return Err(SinkError { message: e.to_string(), retryable: true }),
-            }
+    let mut tables: Vec<Vec<&Txn>> = Vec::new();
+    for t in txns {
+        match tables.iter_mut().find(|g| g[0].db == t.db && g[0].table == t.table) {
+            Some(group) => group.push(t),
+            None => tables.push(vec![t]),
         }
+    }
+    let groups = tables.into_iter().map(|group| async move {
+        for t in group {
+            commit_one(p, t).await?;
+        }
+        Ok::<(), SinkError>(())
     });
-    for r in futures::future::join_all(commits).await {
+    for r in futures::future::join_all(groups).await {
         r?;
     }
     Ok(())
+}
+
+/// Commit one transaction, retrying what may pass on a second try.
+async fn commit_one(p: &Prepared, t: &Txn) -> Result<(), SinkError> {
+    let mut attempt = 0;
+    loop {
+        match p.client.commit(&t.db, t.txn_id).await {
+            Ok(_) => return Ok(()),
+            Err(e @ crate::doris::DorisError::Txn { .. })
+                if e.to_string().contains("aborted") || e.to_string().contains("not found") =>
+            {
+                return Err(SinkError {
+                    message: format!(
+                        "cannot commit `{}.{}` label `{}`: {e}; the rows of that load are not in Doris",
+                        t.db, t.table, t.label
+                    ),
+                    retryable: false,
+                });
+            }
+            Err(e) if attempt < 5 => {
+                attempt += 1;
+                p.stats.commit_retries.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(label = %t.label, "commit failed, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
+            }
+            Err(e) => return Err(SinkError { message: e.to_string(), retryable: true }),
+        }
+    }
 }
 
 fn transform_instances(p: &Prepared) -> anyhow::Result<Vec<RunningTransform>> {
