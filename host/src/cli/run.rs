@@ -62,6 +62,7 @@ pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyh
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         let (fenodes, embedded) = connect(&file, &mut pipeline).await?;
+        let started = std::time::Instant::now();
         let prepared = runtime::prepare(&file, pipeline, fenodes).await?;
         if let Some(addr) = metrics_addr {
             serve_metrics(addr, prepared.stats.clone(), &prepared.pipeline.pipeline.name).await?;
@@ -79,13 +80,14 @@ pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyh
         let s = &prepared.stats;
         if !quiet {
             eprintln!(
-                "{} at checkpoint {}: {} rows read, {} rows written, {} loads committed, {} bytes loaded",
+                "{} at checkpoint {}: {} rows read, {} rows written, {} loads committed, {} bytes loaded in {:.3} s",
                 if report.finished { "finished" } else { "stopped" },
                 report.checkpoint,
                 s.rows_read.load(Ordering::Relaxed),
                 s.rows_written.load(Ordering::Relaxed),
                 s.txns_committed.load(Ordering::Relaxed),
                 s.sink.total_flush_load_bytes.load(Ordering::Relaxed),
+                started.elapsed().as_secs_f64(),
             );
         }
         if let Some(h) = embedded {
