@@ -22,36 +22,10 @@ POLL=1
 CKPT=1
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/release}"
-VENV="${SLUICE_BENCH_VENV:-/var/tmp/sluice-bench-venv}"
-WORK="$(mktemp -d)"
-DORIS_PID=""
-SLUICE_PID=""
-cleanup() {
-  [ -n "$SLUICE_PID" ] && kill "$SLUICE_PID" 2>/dev/null || true
-  [ -n "$DORIS_PID" ] && kill "$DORIS_PID" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-if [ -n "${SLUICE_BIN:-}" ] && [ -n "${DORIS_LITE_BIN:-}" ]; then
-  SLUICE="$SLUICE_BIN"; DORIS="$DORIS_LITE_BIN"
-else
-  echo "building sluice and doris-lite (release)…" >&2
-  cargo build --release -q -p sluice --bin sluice -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
-  SLUICE="$CARGO_TARGET_DIR/release/sluice"; DORIS="$CARGO_TARGET_DIR/release/doris-lite"
-fi
-if ! "$VENV/bin/python" -c "import pymysql" 2>/dev/null; then
-  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet pymysql
-fi
-
-"$DORIS" --fe-http-port 0 --be-http-port 0 --query-port 0 --arrow-flight-sql-port 0 >"$WORK/doris.out" 2>"$WORK/doris.err" &
-DORIS_PID=$!
-for _ in $(seq 1 100); do grep -q '^ready$' "$WORK/doris.out" 2>/dev/null && break; sleep 0.1; done
-FE="$(awk '/^fe_http /{print $2}' "$WORK/doris.out")"
-QPORT="$(awk '/^query /{print $2}' "$WORK/doris.out" | sed 's/.*://')"
-sql() { mysql -h127.0.0.1 -P"$QPORT" -uroot -N -B -e "$1"; }
+source "$HERE/common.sh"
+bench_binaries
+bench_venv "import pymysql" pymysql
+start_doris_lite
 
 COLS="id BIGINT, b INT, sent_ms BIGINT, name VARCHAR(32)"
 sql "CREATE DATABASE bench"
@@ -85,10 +59,11 @@ TOML
 
 SLUICE_LOG=info "$SLUICE" run "$WORK/pipeline.toml" 2>"$WORK/sluice.err" &
 SLUICE_PID=$!
+track "$SLUICE_PID"
 
 printf 'writes: %d s, %d rows every %s ms (%d rows/s); pipeline: scan.mode = "latest", poll %d s, checkpoint %d s, 2PC into a UNIQUE KEY table; %s cores\n' \
   "$SECONDS_" "$PER_LOAD" "$(awk "BEGIN { print 1000 / $PER_SEC }")" "$(awk "BEGIN { print $PER_LOAD * $PER_SEC }")" "$POLL" "$CKPT" "$(nproc)"
-if ! TMPDIR="$WORK" "$VENV/bin/python" "$HERE/changelog_lag.py" "$FE" "$QPORT" "$SECONDS_" "$PER_LOAD" "$PER_SEC" >"$WORK/lag.out"; then
+if ! TMPDIR="$WORK" "$PY" "$HERE/changelog_lag.py" "$FE" "$QPORT" "$SECONDS_" "$PER_LOAD" "$PER_SEC" >"$WORK/lag.out"; then
   cat "$WORK/lag.out"
   echo "--- sluice log (tail) ---" >&2; tail -20 "$WORK/sluice.err" >&2
   exit 1
@@ -96,7 +71,6 @@ fi
 grep -v '^P99 ' "$WORK/lag.out"
 kill -TERM "$SLUICE_PID"
 wait "$SLUICE_PID" || { echo "sluice exited with $?:" >&2; tail -20 "$WORK/sluice.err" >&2; }
-SLUICE_PID=""
 grep -E '^(stopped|finished) at checkpoint' "$WORK/sluice.err" || true
 P99=$(awk '/^P99 /{print $2}' "$WORK/lag.out")
 TARGET=$(( POLL + CKPT + 1 ))

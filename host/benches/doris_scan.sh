@@ -30,39 +30,10 @@ REPEAT="${3:-5}"
 TABLET_SIZE="${TABLET_SIZE:-2}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/release}"
-VENV="${SLUICE_BENCH_VENV:-/var/tmp/sluice-bench-venv}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-if [ -n "${SLUICE_BIN:-}" ] && [ -n "${DORIS_LITE_BIN:-}" ]; then
-  SLUICE="$SLUICE_BIN"; DORIS="$DORIS_LITE_BIN"
-else
-  echo "building sluice and doris-lite (release)…" >&2
-  cargo build --release -q -p sluice --bin sluice -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
-  SLUICE="$CARGO_TARGET_DIR/release/sluice"; DORIS="$CARGO_TARGET_DIR/release/doris-lite"
-fi
-if ! "$VENV/bin/python" -c "import pyarrow.flight" 2>/dev/null; then
-  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet pyarrow
-fi
-
-"$DORIS" --fe-http-port 0 --be-http-port 0 --query-port 0 --arrow-flight-sql-port 0 >"$WORK/doris.out" 2>"$WORK/doris.err" &
-DORIS_PID=$!
-PIDS+=("$DORIS_PID")
-for _ in $(seq 1 100); do grep -q '^ready$' "$WORK/doris.out" 2>/dev/null && break; sleep 0.1; done
-FE="$(awk '/^fe_http /{print $2}' "$WORK/doris.out")"
-QPORT="$(awk '/^query /{print $2}' "$WORK/doris.out" | sed 's/.*://')"
-FPORT="$(awk '/^flight_sql /{print $2}' "$WORK/doris.out" | sed 's/.*://')"
-sql() { mysql -h127.0.0.1 -P"$QPORT" -uroot -N -B -e "$1"; }
-now() { date +%s.%N; }
-calc() { awk "BEGIN { print $1 }"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+source "$HERE/common.sh"
+bench_binaries
+bench_venv "import pyarrow.flight" pyarrow
+start_doris_lite
 
 sql "CREATE DATABASE bench"
 for t in scan empty; do
@@ -86,28 +57,13 @@ cat >"$WORK/pyscan.py" <<'PY'
 """pyarrow's side: `_query_plan`, splits of TABLET_SIZE tablets, N threads each reading splits
 w, w + N, … over Flight SQL, every batch to the end. Prints `rows seconds` (timed from the
 `_query_plan` request to the last stream's end)."""
-import base64, json, sys, threading, time, urllib.request
+import base64, json, os, sys, threading, time, urllib.request
 import pyarrow.flight as fl
 
 fe, fport, db, table, tablet_size, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 
-def _varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-def _field(num, data):
-    return bytes([num << 3 | 2]) + _varint(len(data)) + data
-
-def command(sql):
-    url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandStatementQuery"
-    return _field(1, url) + _field(2, _field(1, sql.encode()))
+sys.path.insert(0, os.environ["FLIGHT_SCAN_DIR"])
+from flight_scan import command  # the Flight SQL CommandStatementQuery encoder
 
 t0 = time.perf_counter()
 select = "SELECT * FROM `%s`.`%s`" % (db, table)
@@ -146,7 +102,7 @@ if errors:
     sys.exit("pyarrow scan failed: %s" % errors[0])
 print(sum(counts), secs)
 PY
-PY="$VENV/bin/python"
+export FLIGHT_SCAN_DIR="$REPO/doris-lite/benches"
 
 # Warm-up: the first scan of a table makes doris-lite build its per-tablet Arrow snapshot.
 "$PY" "$WORK/pyscan.py" "$FE" "$FPORT" bench scan "$TABLET_SIZE" 1 >/dev/null
@@ -174,7 +130,6 @@ request.tablet.size = $TABLET_SIZE
 type = "blackhole"
 TOML
 }
-best() { sort -g | head -1; }
 cpu() { awk '{ print $1 + $2 }' "$1"; } # user + system seconds from GNU time's "%U %S"
 printf '%-12s %-34s %9s %9s %12s %8s  %s\n' parallelism client median best rows/s cpu rows
 for N in $PARS; do
