@@ -486,7 +486,11 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     let (snapshot_done_tx, snapshot_done_rx) =
         watch::channel(checkpoint.is_some() && !snapshot_pending(positions.iter().map(Option::as_ref)));
     let mut doris = p.doris.clone();
-    if n > 1 {
+    let reads_a_snapshot_first = matches!(
+        p.pipeline.source.first(),
+        Some(crate::pipeline::SourceConfig::Doris(d)) if d.scan.mode == crate::pipeline::ScanMode::Initial
+    );
+    if n > 1 && reads_a_snapshot_first {
         doris.snapshot_done = Some(snapshot_done_rx);
     }
     for c in [&p.stats.tablets.total, &p.stats.tablets.done] {
