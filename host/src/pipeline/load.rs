@@ -246,6 +246,11 @@ fn find_key_line(text: &str, key: &str) -> Option<usize> {
         .iter()
         .position(|l| assigned(l).is_some_and(|k| is_tail(&k)))
         .or_else(|| lines.iter().position(|l| assigned(l).is_some_and(|k| is_part(&k))))
+        // A key that is missing: the section it belongs in.
+        .or_else(|| {
+            let (one, many) = (format!("[{}]", segments[0]), format!("[[{}]]", segments[0]));
+            lines.iter().position(|l| l.trim() == one || l.trim() == many)
+        })
         .map(|i| i + 1)
 }
 
@@ -579,7 +584,7 @@ cache.ttl = "300s"
 
         let no_url = GOOD.to_string() + LOOKUP;
         assert!(
-            err(&no_url).starts_with("pipeline.toml: doris.jdbc_url: a lookup reads its table over MySQL"),
+            err(&no_url).starts_with("pipeline.toml:6: doris.jdbc_url: a lookup reads its table over MySQL"),
             "{}",
             err(&no_url)
         );
