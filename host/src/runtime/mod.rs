@@ -493,9 +493,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     if n > 1 && reads_a_snapshot_first {
         doris.snapshot_done = Some(snapshot_done_rx);
     }
-    for c in [&p.stats.tablets.total, &p.stats.tablets.done] {
-        c.store(0, Ordering::Relaxed);
-    }
+    p.stats.tablets.reset();
     for (w, position) in positions.iter().enumerate() {
         let src =
             source::build(&p.pipeline.source[0], &p.base_dir, w as u32, n as u32, position.as_ref(), Some(&doris))
@@ -523,7 +521,6 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     }
     drop(ack_tx);
     let _bar = progress_bar(opts, total_rows, p.stats.clone());
-    drop(doris);
 
     let interval = p.pipeline.pipeline.checkpoint_interval.0;
     let status_every = opts.status_interval.unwrap_or(Duration::from_secs(5));

@@ -59,8 +59,20 @@ pub struct TabletProgress {
 }
 
 impl TabletProgress {
-    fn add(counter: &std::sync::atomic::AtomicU64, n: u64) {
-        counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    /// Back to nothing known, at the start of a run.
+    pub fn reset(&self) {
+        self.total.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.done.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `total` more tablets to read, `done` of them already read.
+    fn planned(&self, total: u64, done: u64) {
+        self.total.fetch_add(total, std::sync::atomic::Ordering::Relaxed);
+        self.read(done);
+    }
+
+    fn read(&self, tablets: u64) {
+        self.done.fetch_add(tablets, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -200,8 +212,7 @@ impl DorisScan {
                 .with_context(|| format!("source position {p} is not a scan position"))?,
             None => ScanPosition::default(),
         };
-        TabletProgress::add(&ctx.tablets.total, split_tablets.iter().sum());
-        TabletProgress::add(&ctx.tablets.done, split_tablets.iter().take(pos.split).sum());
+        ctx.tablets.planned(split_tablets.iter().sum(), split_tablets.iter().take(pos.split).sum());
         Ok(Self {
             schema,
             reader,
@@ -291,7 +302,7 @@ impl Source for DorisScan {
                         self.stream.as_mut().expect("open").0 = s;
                         continue;
                     }
-                    TabletProgress::add(&self.tablets.done, self.split_tablets[self.split]);
+                    self.tablets.read(self.split_tablets[self.split]);
                     self.split += 1;
                     self.delivered = 0;
                     self.stream = None;
