@@ -50,3 +50,6 @@ plugins_cargo test -p sluice-guest
 
 step "tests: host and doris-lite"
 cargo test --workspace
+
+step "the README's quick start, from a fresh clone"
+bash tests/readme.sh

@@ -22,6 +22,9 @@ pub fn resolve(path: &Path) -> Result<PathBuf, PluginError> {
 
 /// Build a plugin crate with `cargo build --release --target wasm32-wasip2` and return its `.wasm`.
 pub fn build_crate(dir: &Path) -> Result<PathBuf, PluginError> {
+    // cargo runs inside the crate (so its `.cargo/config.toml` applies): every path handed to it
+    // must be absolute, or it would be read relative to the crate instead of to the caller.
+    let dir = &std::path::absolute(dir).map_err(|source| PluginError::Io { path: dir.to_path_buf(), source })?;
     let manifest = dir.join("Cargo.toml");
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])

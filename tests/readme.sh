@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The README's first commands, exactly as written, from the root of a fresh clone with no plugin
+# built: the quick start, then `sluice plugin test` on the quick start's plugin. Each line is taken
+# from README.md itself, so the test and the README cannot drift apart.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+readme_line() {
+  # The README line that starts with "$1" (after an optional "$ " prompt), without its comment.
+  local line
+  line=$(awk -v want="$1" '{ sub(/^\$ /, "") } index($0, want) == 1 { print; exit }' README.md)
+  [ -n "$line" ] || { echo "README.md has no line starting with: $1" >&2; exit 1; }
+  printf '%s' "${line%%  #*}"
+}
+
+quick_start=$(readme_line 'cargo run --release -p sluice -- run pipelines/quickstart.toml')
+rows_line=$(readme_line "printf '{\"name\":\"James\"")
+plugin_test=$(readme_line 'sluice plugin test plugins/student-trans --input rows.jsonl')
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+git clone -q "$root" "$work/sluice"
+cd "$work/sluice"
+# A clone has no plugins/target: the quick start must build the plugin itself.
+[ ! -e plugins/target ]
+
+echo "\$ $quick_start"
+out=$(bash -c "$quick_start" 2>&1) || { echo "$out"; echo "FAILED: the quick start" >&2; exit 1; }
+echo "$out"
+for want in "|  1 | prefix_James |  19 |" "|  2 | prefix_Emily |  29 |" "2 rows in set"; do
+  grep -qF -- "$want" <<<"$out" || { echo "FAILED: the quick start printed no line \"$want\"" >&2; exit 1; }
+done
+
+# `sluice` is the binary the quick start just built.
+export PATH="${CARGO_TARGET_DIR:-$PWD/target}/release:$PATH"
+echo "\$ $rows_line"
+bash -c "$rows_line"
+echo "\$ $plugin_test"
+out=$(bash -c "$plugin_test") || { echo "$out"; echo "FAILED: sluice plugin test" >&2; exit 1; }
+echo "$out"
+[ "$out" = $'prefix_James 19\nprefix_Emily 29' ] \
+  || { echo "FAILED: sluice plugin test printed something else" >&2; exit 1; }
+echo "README quick start and plugin test: ok"
