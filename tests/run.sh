@@ -44,6 +44,11 @@ plugins_cargo clippy --release --target wasm32-wasip2 --all-targets -- -D warnin
 
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# The production build: no embedded doris-lite in it.
+cargo clippy -p sluice --no-default-features -- -D warnings
+if cargo tree -p sluice --no-default-features -e normal,build --prefix none | grep -q '^doris-lite '; then
+  echo "sluice --no-default-features depends on doris-lite" >&2; exit 1
+fi
 
 step "tests: guest SDK"
 plugins_cargo test -p sluice-guest

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::doris::StreamLoadClient;
+use crate::doris::{Credentials, StreamLoadClient};
 
 /// The statements of an SQL file: split on `;` outside quotes; `--` comments dropped.
 pub fn statements(text: &str) -> Vec<String> {
@@ -41,10 +41,67 @@ pub fn statements(text: &str) -> Vec<String> {
     out
 }
 
-/// The embedded doris-lite's MySQL port as a `doris.jdbc_url`.
-pub fn jdbc_url(handle: &doris_lite::Handle) -> String {
-    let addr = handle.query_addr();
-    format!("jdbc:mysql://{}:{}", addr.ip(), addr.port())
+/// The doris-lite of `fenodes = "embedded"`, running in this process. Only a `sluice` built with
+/// the `embedded` feature (the default) carries it.
+pub struct EmbeddedDoris {
+    #[cfg(feature = "embedded")]
+    handle: doris_lite::Handle,
+    #[cfg(not(feature = "embedded"))]
+    never: std::convert::Infallible,
+}
+
+impl EmbeddedDoris {
+    /// Start it with its data under `data_dir`, and say where it listens.
+    #[cfg(feature = "embedded")]
+    pub async fn start(data_dir: std::path::PathBuf) -> anyhow::Result<EmbeddedDoris> {
+        std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+        let config = doris_lite::Config { data_dir: Some(data_dir), ..doris_lite::Config::ephemeral() };
+        let handle = doris_lite::DorisLite::start(config).await.context("starting the embedded doris-lite")?;
+        eprintln!(
+            "embedded doris-lite: FE http://{}  ·  mysql -h {} -P {} -u root",
+            handle.fe_http_addr(),
+            handle.query_addr().ip(),
+            handle.query_addr().port()
+        );
+        Ok(EmbeddedDoris { handle })
+    }
+
+    #[cfg(not(feature = "embedded"))]
+    pub async fn start(_data_dir: std::path::PathBuf) -> anyhow::Result<EmbeddedDoris> {
+        anyhow::bail!(
+            "doris.fenodes = \"embedded\": this sluice is built without the embedded doris-lite (a production build); point `fenodes` at your Doris FEs, or build with `cargo build --release -p sluice --features embedded`"
+        )
+    }
+
+    /// The FE's HTTP address.
+    pub fn fe_http_addr(&self) -> std::net::SocketAddr {
+        #[cfg(feature = "embedded")]
+        return self.handle.fe_http_addr();
+        #[cfg(not(feature = "embedded"))]
+        match self.never {}
+    }
+
+    /// Its MySQL port as a `doris.jdbc_url`.
+    pub fn jdbc_url(&self) -> String {
+        #[cfg(feature = "embedded")]
+        return format!("jdbc:mysql://{}:{}", self.handle.query_addr().ip(), self.handle.query_addr().port());
+        #[cfg(not(feature = "embedded"))]
+        match self.never {}
+    }
+
+    /// A client of its FE.
+    pub fn client(&self) -> anyhow::Result<StreamLoadClient> {
+        let timeout = std::time::Duration::from_secs(30);
+        let fe = vec![self.fe_http_addr().to_string()];
+        Ok(StreamLoadClient::new(fe, Credentials::new("root", ""), timeout, timeout)?)
+    }
+
+    pub async fn stop(self) {
+        #[cfg(feature = "embedded")]
+        self.handle.stop().await;
+        #[cfg(not(feature = "embedded"))]
+        match self.never {}
+    }
 }
 
 /// Run `init_sql` (relative to the pipeline file) on the embedded doris-lite.

@@ -9,50 +9,29 @@ use anyhow::Context;
 use tokio::sync::watch;
 
 use super::embedded;
-use crate::doris::{Credentials, StreamLoadClient};
 use crate::pipeline::{PipelineFile, load_file};
 use crate::runtime::{self, Prepared, RunOptions, Stats};
-
-/// Start doris-lite in-process for `fenodes = "embedded"`, its data under the state dir.
-async fn embedded_doris(file: &Path, pipeline: &PipelineFile) -> anyhow::Result<doris_lite::Handle> {
-    let data_dir = runtime::state_dir_of(file, pipeline).join("doris-lite");
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
-    let config = doris_lite::Config { data_dir: Some(data_dir), ..doris_lite::Config::ephemeral() };
-    let handle = doris_lite::DorisLite::start(config).await.context("starting the embedded doris-lite")?;
-    eprintln!(
-        "embedded doris-lite: FE http://{}  ·  mysql -h {} -P {} -u root",
-        handle.fe_http_addr(),
-        handle.query_addr().ip(),
-        handle.query_addr().port()
-    );
-    Ok(handle)
-}
 
 /// The FE addresses to use, starting the embedded doris-lite when asked for; then a missing
 /// `jdbc_url` is the embedded server's MySQL port (for lookups and `changelog.offset_table`).
 async fn connect(
     file: &Path,
     pipeline: &mut PipelineFile,
-) -> anyhow::Result<(Vec<String>, Option<doris_lite::Handle>)> {
+) -> anyhow::Result<(Vec<String>, Option<embedded::EmbeddedDoris>)> {
     let doris = pipeline.doris.as_ref().context("a Doris sink needs a [doris] section with `fenodes`")?;
     if doris.fenodes.is_embedded() {
         let init_sql = doris.init_sql.clone();
-        let handle = embedded_doris(file, pipeline).await?;
+        let handle = embedded::EmbeddedDoris::start(runtime::state_dir_of(file, pipeline).join("doris-lite")).await?;
         if let Some(init) = &init_sql {
-            embedded::run_init_sql(file, init, &embedded_client(&handle)?).await?;
+            embedded::run_init_sql(file, init, &handle.client()?).await?;
         }
         if let Some(doris) = pipeline.doris.as_mut() {
-            doris.jdbc_url.get_or_insert_with(|| embedded::jdbc_url(&handle));
+            doris.jdbc_url.get_or_insert_with(|| handle.jdbc_url());
         }
         Ok((vec![handle.fe_http_addr().to_string()], Some(handle)))
     } else {
         Ok((doris.fenodes.addresses(), None))
     }
-}
-
-fn embedded_client(handle: &doris_lite::Handle) -> anyhow::Result<StreamLoadClient> {
-    let timeout = std::time::Duration::from_secs(30);
-    Ok(StreamLoadClient::new(vec![handle.fe_http_addr().to_string()], Credentials::new("root", ""), timeout, timeout)?)
 }
 
 /// `sluice run`: run until the sources are exhausted, or until SIGINT/SIGTERM (a final checkpoint
@@ -93,7 +72,7 @@ pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyh
         if let Some(h) = embedded {
             // A local run ends by showing what it wrote, as `mysql` would.
             if report.finished {
-                let client = embedded_client(&h)?;
+                let client = h.client()?;
                 for s in &prepared.sinks {
                     embedded::print_table(&client, &format!("{}.{}", s.default_db, s.default_table)).await?;
                 }
