@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use arrow::array::{ArrayRef, Int64Array};
 use arrow::record_batch::RecordBatch;
 use sluice::Batch;
-use sluice::lookup::{LookupJoin, LookupTable};
-use sluice::pipeline::{DorisSection, LookupTransform};
+use sluice::pipeline::DorisSection;
+use sluice::transforms::lookup::{LookupJoin, LookupTable, LookupTransform};
 
 const DIM_ROWS: u64 = 1_000_000;
 /// Rows per stream batch (the datagen source's size).

@@ -2,10 +2,13 @@
 
 pub mod cli;
 pub mod doris;
-pub mod lookup;
+pub mod metrics;
 pub mod pipeline;
 pub mod runtime;
+pub mod sinks;
+pub mod sources;
 pub mod state;
+pub mod transforms;
 pub mod wasm;
 
 /// The unit of data inside Sluice: an Arrow record batch for one table plus a row kind per row.

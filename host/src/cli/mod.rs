@@ -4,7 +4,7 @@ mod embedded;
 mod plugin;
 mod run;
 
-pub use run::metrics_text;
+pub use crate::metrics::metrics_text;
 
 use std::process::ExitCode;
 

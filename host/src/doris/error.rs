@@ -28,3 +28,15 @@ pub enum DorisError {
     #[error("transaction {txn_id} in database `{db}`: {operation} failed: {message}")]
     Txn { db: String, txn_id: i64, operation: &'static str, message: String },
 }
+
+impl DorisError {
+    /// Whether the failure may pass on another try: Doris unreachable or slow, a reply cut short
+    /// or garbled (a broken stream), a server error.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            DorisError::Connect { .. } | DorisError::Timeout { .. } | DorisError::Protocol { .. } => true,
+            DorisError::Http { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+}

@@ -1,11 +1,12 @@
-//! The Doris client: Stream Load (with two-phase commit) over HTTP, and the Doris sink.
+//! The Doris client: the FE's REST and SQL APIs, the TSO, query plans, Stream Load with two-phase
+//! commit, Arrow Flight SQL scans, and the body formats. No pipeline logic lives here.
 
+mod connection;
 mod error;
 pub mod format;
-pub mod offsets;
 pub mod scan;
-pub mod sink;
 pub mod stream_load;
 
+pub use connection::DorisConnection;
 pub use error::DorisError;
 pub use stream_load::{Credentials, LoadResponse, LoadStatus, StreamLoadClient, TableInfo, TxnOutcome};

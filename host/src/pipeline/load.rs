@@ -7,18 +7,19 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use toml::Spanned;
 
-use super::model::{
-    DorisSection, LookupTransform, PipelineFile, PipelineSection, SinkConfig, SourceConfig, TransformConfig,
-};
+use super::model::{Connection, DEFAULT_DORIS, DorisSection, Entry, PipelineFile, PipelineSection};
+use super::registry::{Kind, SINKS, SOURCES, TRANSFORMS};
 
-/// The file before each `[[source]]`, `[[transform]]` and `[[sink]]` is read by its `type`; the
-/// spans let errors inside those tables point at their lines.
+/// The file before each `[[source]]`, `[[transform]]`, `[[sink]]` and connection is read by its
+/// `type`; the spans let errors inside those tables point at their lines.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
     pipeline: PipelineSection,
     #[serde(default)]
     doris: Option<DorisSection>,
+    #[serde(default)]
+    connections: std::collections::BTreeMap<String, Spanned<toml::Table>>,
     #[serde(default)]
     source: Vec<Spanned<toml::Table>>,
     #[serde(default)]
@@ -27,78 +28,66 @@ struct RawFile {
     sink: Vec<Spanned<toml::Table>>,
 }
 
-const SOURCE_TYPES: &[&str] = &["datagen", "file", "doris"];
-const TRANSFORM_TYPES: &[&str] = &["wasm", "lookup"];
-const SINK_TYPES: &[&str] = &["doris", "blackhole"];
+/// An entry's key at fault (relative to its table) and what is wrong.
+pub type EntryResult<T> = Result<T, (Option<String>, String)>;
 
-type EntryResult<T> = Result<T, (Option<String>, String)>;
-
-fn read<T: DeserializeOwned>(table: toml::Table) -> EntryResult<T> {
+/// Read a component's table into its options.
+pub fn read<T: DeserializeOwned>(table: toml::Table) -> EntryResult<T> {
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let key = key_of(e.path());
         (key, humane(first_line(&e.into_inner().to_string())))
     })
 }
 
-fn source_of(kind: &str, table: toml::Table) -> EntryResult<SourceConfig> {
-    Ok(match kind {
-        "datagen" => SourceConfig::Datagen(read(table)?),
-        "doris" => SourceConfig::Doris(read(table)?),
-        _ => SourceConfig::File(read(table)?),
-    })
+type EntryError<'a> = dyn FnMut(&str, &std::ops::Range<usize>, Option<String>, String) -> ConfigError + 'a;
+
+/// Take the `type` key out of `table`: one of `types`.
+fn take_type<'t>(
+    table: &mut toml::Table,
+    types: impl Iterator<Item = &'t str> + Clone,
+) -> Result<&'t str, (Option<String>, String)> {
+    let expected = types.clone().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(", ");
+    match table.remove("type") {
+        Some(toml::Value::String(k)) => match types.clone().find(|t| *t == k) {
+            Some(t) => Ok(t),
+            None => Err((Some("type".into()), format!("expected one of {expected}, got \"{k}\""))),
+        },
+        Some(other) => Err((Some("type".into()), format!("expected one of {expected}, got {other}"))),
+        None => Err((Some("type".into()), format!("missing; expected one of {expected}"))),
+    }
 }
 
-fn transform_of(kind: &str, table: toml::Table) -> EntryResult<TransformConfig> {
-    Ok(match kind {
-        "lookup" => TransformConfig::Lookup(read(table)?),
-        _ => TransformConfig::Wasm(read(table)?),
-    })
-}
+/// An entry and the span of its table in the file.
+type Located<T> = (Entry<T>, std::ops::Range<usize>);
 
-fn sink_of(kind: &str, table: toml::Table) -> EntryResult<SinkConfig> {
-    Ok(match kind {
-        "blackhole" => SinkConfig::Blackhole(read(table)?),
-        _ => SinkConfig::Doris(read(table)?),
-    })
-}
-
-/// Read each table of an array by its `type` key.
-fn typed_entries<T>(
+/// Read each table of an array by its `type` key, and name each entry.
+fn typed_entries<T: ?Sized + super::registry::Named>(
     entries: &[Spanned<toml::Table>],
     section: &str,
-    types: &[&str],
-    build: fn(&str, toml::Table) -> EntryResult<T>,
-    error: &mut impl FnMut(&str, &std::ops::Range<usize>, Option<String>, String) -> ConfigError,
-) -> Result<Vec<T>, ConfigError> {
-    let expected = types.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(", ");
-    entries
-        .iter()
-        .map(|entry| {
-            let span = entry.span();
-            let mut table = entry.get_ref().clone();
-            let kind = match table.remove("type") {
-                Some(toml::Value::String(k)) if types.contains(&k.as_str()) => k,
-                Some(other) => {
-                    let got = other.to_string();
-                    return Err(error(
-                        section,
-                        &span,
-                        Some("type".into()),
-                        format!("expected one of {expected}, got {got}"),
-                    ));
-                }
-                None => {
-                    return Err(error(
-                        section,
-                        &span,
-                        Some("type".into()),
-                        format!("missing; expected one of {expected}"),
-                    ));
-                }
-            };
-            build(&kind, table).map_err(|(key, message)| error(section, &span, key, message))
-        })
-        .collect()
+    kinds: &[Kind<T>],
+    text: &str,
+    error: &mut EntryError<'_>,
+) -> Result<Vec<Located<T>>, ConfigError> {
+    let mut out: Vec<Located<T>> = Vec::new();
+    for entry in entries {
+        let span = entry.span();
+        let mut table = entry.get_ref().clone();
+        let kind = take_type(&mut table, kinds.iter().map(|k| k.name)).map_err(|(k, m)| error(section, &span, k, m))?;
+        let read = kinds.iter().find(|k| k.name == kind).expect("a known type").read;
+        let config = read(table).map_err(|(key, message)| error(section, &span, key, message))?;
+        let name = match config.given_name() {
+            Some(n) => n.to_string(),
+            None => {
+                let same = out.iter().filter(|(e, _)| e.kind == kind).count();
+                if same == 0 { kind.to_string() } else { format!("{kind}-{}", same + 1) }
+            }
+        };
+        if out.iter().any(|(e, _)| e.name == name) {
+            return Err(error(section, &span, Some("name".into()), format!("another [[{section}]] is named `{name}`")));
+        }
+        out.push((Entry { kind, name, line: line_of(text, span.start), config }, span));
+    }
+    Ok(out)
 }
 
 /// A mistake in a pipeline file: `pipeline.toml:14: sink.enable_2pc: expected true or false, got "yes"`.
@@ -167,14 +156,65 @@ pub fn load_str(file: &Path, text: &str) -> Result<PipelineFile, ConfigError> {
             .unwrap_or_else(|| line_of(text, span.start));
         error(Some(line), Some(full_key), message)
     };
+    let mut connections = std::collections::BTreeMap::new();
+    if let Some(d) = raw.doris {
+        connections.insert(DEFAULT_DORIS.to_string(), Connection::Doris(d));
+    }
+    for (name, table) in &raw.connections {
+        let section = format!("connections.{name}");
+        let span = table.span();
+        let mut t = table.get_ref().clone();
+        let conn = take_type(&mut t, Connection::TYPES.iter().copied())
+            .and_then(|kind| {
+                Ok(match kind {
+                    "doris" => Connection::Doris(read(t)?),
+                    "mysql" => Connection::Mysql(read(t)?),
+                    "postgres" => Connection::Postgres(read(t)?),
+                    _ => Connection::Kafka(read(t)?),
+                })
+            })
+            .map_err(|(k, m)| entry_error(&section, &span, k, m))?;
+        if name == DEFAULT_DORIS && connections.contains_key(DEFAULT_DORIS) {
+            return Err(entry_error(
+                &section,
+                &span,
+                None,
+                "[doris] already defines the connection `doris`; rename one".into(),
+            ));
+        }
+        connections.insert(name.clone(), conn);
+    }
+    let source = typed_entries(&raw.source, "source", SOURCES, text, &mut entry_error)?;
+    let transform = typed_entries(&raw.transform, "transform", TRANSFORMS, text, &mut entry_error)?;
+    let sink = typed_entries(&raw.sink, "sink", SINKS, text, &mut entry_error)?;
+    let spans: Vec<(&str, std::ops::Range<usize>)> = source
+        .iter()
+        .map(|(_, s)| ("source", s.clone()))
+        .chain(transform.iter().map(|(_, s)| ("transform", s.clone())))
+        .chain(sink.iter().map(|(_, s)| ("sink", s.clone())))
+        .collect();
     let parsed = PipelineFile {
         pipeline: raw.pipeline,
-        doris: raw.doris,
-        source: typed_entries(&raw.source, "source", SOURCE_TYPES, source_of, &mut entry_error)?,
-        transform: typed_entries(&raw.transform, "transform", TRANSFORM_TYPES, transform_of, &mut entry_error)?,
-        sink: typed_entries(&raw.sink, "sink", SINK_TYPES, sink_of, &mut entry_error)?,
+        connections,
+        source: source.into_iter().map(|(e, _)| e).collect(),
+        transform: transform.into_iter().map(|(e, _)| e).collect(),
+        sink: sink.into_iter().map(|(e, _)| e).collect(),
     };
     validate(&parsed).map_err(|(key, message)| error(find_key_line(text, &key), Some(key), message))?;
+    let checks = parsed
+        .source
+        .iter()
+        .map(|e| e.config.validate(&parsed))
+        .chain(parsed.transform.iter().map(|e| e.config.validate(&parsed)))
+        .chain(parsed.sink.iter().map(|e| e.config.validate(&parsed)));
+    for (check, (section, span)) in checks.zip(&spans) {
+        let Err((key, message)) = check else { continue };
+        // A key of the entry's own table is looked for there; another (`doris.jdbc_url`) in the file.
+        match key.strip_prefix(&format!("{section}.")) {
+            Some(own) => return Err(entry_error(section, span, Some(own.to_string()), message)),
+            None => return Err(error(find_key_line(text, &key), Some(key), message)),
+        }
+    }
     Ok(parsed)
 }
 
@@ -254,7 +294,8 @@ fn find_key_line(text: &str, key: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
-/// Checks that serde cannot express. Returns the key at fault and what is wrong.
+/// Checks of the file as a whole that serde cannot express (each component checks its own
+/// options). Returns the key at fault and what is wrong.
 fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
     let name = &p.pipeline.name;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
@@ -269,191 +310,31 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
     if p.source.is_empty() {
         return Err(("source".into(), "a pipeline needs at least one [[source]]".into()));
     }
+    if p.source.len() > 1 {
+        return Err(("source".into(), format!("a pipeline reads one [[source]] (found {})", p.source.len())));
+    }
     if p.sink.is_empty() {
         return Err(("sink".into(), "a pipeline needs at least one [[sink]]".into()));
     }
-    for s in &p.source {
-        if let SourceConfig::Doris(d) = s {
-            validate_doris_source(d)?;
-            if d.changelog.offset_table.is_some() && !has_jdbc_url(p.doris.as_ref()) {
-                return Err((
-                    "source.changelog.offset_table".into(),
-                    "needs `jdbc_url` in [doris] (the MySQL-protocol address, jdbc:mysql://host:9030), or `fenodes = \"embedded\"`".into(),
-                ));
-            }
-            continue;
-        }
-        let schema = match s {
-            SourceConfig::Datagen(d) => {
-                if d.rows_per_second == 0 {
-                    return Err(("source.rows_per_second".into(), "must be at least 1".into()));
-                }
-                &d.schema
-            }
-            SourceConfig::File(f) => &f.schema,
-            SourceConfig::Doris(_) => continue,
-        };
-        let columns =
-            sluice_guest::types::parse_columns(schema).map_err(|e| ("source.schema".to_string(), e.message))?;
-        if let SourceConfig::Datagen(d) = s {
-            for (field, generator) in &d.fields {
-                if !columns.iter().any(|c| &c.name == field) {
-                    return Err((
-                        format!("source.fields.{field}"),
-                        format!("`{field}` is not a column of the source schema"),
-                    ));
-                }
-                if let (Some(min), Some(max)) = (generator.min, generator.max)
-                    && min > max
-                {
-                    return Err((format!("source.fields.{field}.min"), format!("min {min} is larger than max {max}")));
-                }
+    let mut embedded = 0;
+    for (name, c) in &p.connections {
+        let Connection::Doris(d) = c else { continue };
+        let key = if name == DEFAULT_DORIS { "doris".to_string() } else { format!("connections.{name}") };
+        validate_doris(d).map_err(|(k, m)| (format!("{key}.{}", k.trim_start_matches("doris.")), m))?;
+        if d.fenodes.is_embedded() {
+            embedded += 1;
+            if embedded > 1 {
+                return Err((format!("{key}.fenodes"), "only one Doris connection can be \"embedded\"".into()));
             }
         }
-    }
-    for t in &p.transform {
-        match t {
-            TransformConfig::Wasm(w) if w.plugin.as_os_str().is_empty() => {
-                return Err((
-                    "transform.plugin".into(),
-                    "expected the path of a `.wasm` component or a plugin crate".into(),
-                ));
-            }
-            TransformConfig::Wasm(_) => {}
-            TransformConfig::Lookup(l) => validate_lookup(l, p.doris.as_ref())?,
-        }
-    }
-    let needs_doris = p.sink.iter().any(|s| matches!(s, SinkConfig::Doris(_)))
-        || p.source.iter().any(|s| matches!(s, SourceConfig::Doris(_)));
-    if needs_doris && p.doris.is_none() {
-        return Err(("doris".into(), "a Doris source or sink needs a [doris] section with `fenodes`".into()));
-    }
-    if let Some(d) = &p.doris {
-        validate_doris(d)?;
-    }
-    for s in &p.sink {
-        let SinkConfig::Doris(d) = s else { continue };
-        if d.table.split('.').count() != 2 || d.table.split('.').any(str::is_empty) {
-            return Err(("sink.table".into(), format!("expected `db.table`, got {:?}", d.table)));
-        }
-        if d.buffer_count == 0 {
-            return Err(("sink.buffer_count".into(), "must be at least 1".into()));
-        }
-        if d.enable.batch_mode && d.flush.queue_size == 0 {
-            return Err(("sink.flush.queue_size".into(), "must be at least 1".into()));
-        }
-        crate::doris::sink::SinkSettings::new(d, "sluice", std::time::Duration::from_secs(1))?;
-    }
-    Ok(())
-}
-
-fn validate_doris_source(d: &crate::pipeline::DorisSource) -> Result<(), (String, String)> {
-    if d.table.split('.').count() != 2 || d.table.split('.').any(str::is_empty) {
-        return Err(("source.table".into(), format!("expected `db.table`, got {:?}", d.table)));
-    }
-    if !d.use_flight_sql {
-        return Err((
-            "source.use_flight_sql".into(),
-            "Sluice reads Doris over Arrow Flight SQL only; remove this key or set it to true".into(),
-        ));
-    }
-    if d.request.tablet.size == 0 {
-        return Err(("source.request.tablet.size".into(), "must be at least 1".into()));
-    }
-    if d.flight_sql_port == 0 || d.flight_sql_port > 65535 || d.flight_sql_port < -1 {
-        return Err(("source.flight_sql_port".into(), format!("expected a port or -1, got {}", d.flight_sql_port)));
-    }
-    match (&d.changelog.offset_table, &d.changelog.consumer_id) {
-        (Some(_), None) => {
-            return Err(("source.changelog.consumer_id".into(), "`offset_table` needs `consumer_id`".into()));
-        }
-        (None, Some(_)) => {
-            return Err(("source.changelog.offset_table".into(), "`consumer_id` needs `offset_table`".into()));
-        }
-        (Some(t), _) if t.split('.').count() != 2 => {
-            return Err(("source.changelog.offset_table".into(), format!("expected `db.table`, got {t:?}")));
-        }
-        _ => {}
-    }
-    if d.changelog.poll_interval.0 < std::time::Duration::from_secs(1) {
-        return Err(("source.changelog.poll_interval".into(), "must be at least 1s".into()));
-    }
-    if d.dedup && d.primary_key_columns().is_empty() {
-        return Err((
-            "source.dedup".into(),
-            "needs the table's primary key: add `primary_key = \"id\"` (comma separated for several columns)".into(),
-        ));
-    }
-    if d.dedup && d.scan.mode == crate::pipeline::ScanMode::Snapshot {
-        return Err((
-            "source.dedup".into(),
-            "normalises change events; a `snapshot` scan has none: set `scan.mode` to `initial`, `latest` or `from-timestamp`, or remove `dedup`".into(),
-        ));
-    }
-    match (&d.scan.mode, &d.scan.timestamp) {
-        (crate::pipeline::ScanMode::FromTimestamp, None) => {
-            return Err((
-                "source.scan.timestamp".into(),
-                "`scan.mode = \"from-timestamp\"` needs `scan.timestamp = \"yyyy-MM-dd HH:mm:ss\"`".into(),
-            ));
-        }
-        (_, Some(t)) if sluice_guest::batch::parse_datetime_micros(t).is_err() || t.len() != 19 => {
-            return Err(("source.scan.timestamp".into(), format!("expected \"yyyy-MM-dd HH:mm:ss\", got {t:?}")));
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-fn validate_lookup(l: &LookupTransform, doris: Option<&DorisSection>) -> Result<(), (String, String)> {
-    if l.table.split('.').count() != 2 || l.table.split('.').any(str::is_empty) {
-        return Err(("transform.table".into(), format!("expected `db.table`, got {:?}", l.table)));
-    }
-    if l.keys.is_empty() {
-        return Err(("transform.keys".into(), "name at least one key column of the dimension table".into()));
-    }
-    if !l.stream_keys.is_empty() && l.stream_keys.len() != l.keys.len() {
-        return Err((
-            "transform.stream_keys".into(),
-            format!(
-                "{} stream key(s) for {} key(s); give one per key, in the same order",
-                l.stream_keys.len(),
-                l.keys.len()
-            ),
-        ));
-    }
-    for from in l.rename.keys() {
-        if !l.columns.is_empty() && !l.columns.contains(from) {
-            return Err((format!("transform.rename.{from}"), format!("`{from}` is not one of `columns`")));
-        }
-    }
-    let positive = [
-        ("transform.jdbc.read.batch.size", l.jdbc.read.batch.size),
-        ("transform.jdbc.read.batch.queue_size", l.jdbc.read.batch.queue_size),
-        ("transform.jdbc.read.thread_size", l.jdbc.read.thread_size),
-    ];
-    if let Some((key, _)) = positive.iter().find(|(_, v)| *v == 0) {
-        return Err((key.to_string(), "must be at least 1".into()));
-    }
-    if l.cache.max_rows == 0 || l.cache.max_rows < -1 {
-        return Err(("transform.cache.max_rows".into(), "expected a number of keys, or -1 for no cache".into()));
-    }
-    if l.cache.ttl.0.is_zero() {
-        return Err(("transform.cache.ttl".into(), "must be longer than 0s".into()));
-    }
-    if !has_jdbc_url(doris) {
-        return Err((
-            "doris.jdbc_url".into(),
-            "a lookup reads its table over MySQL: set `jdbc_url = \"jdbc:mysql://host:9030\"` in [doris]".into(),
-        ));
     }
     Ok(())
 }
 
 /// Whether MySQL-protocol reads have an address: `jdbc_url`, or the embedded doris-lite's query
 /// port, which `sluice run` and `sluice check` fill in.
-fn has_jdbc_url(doris: Option<&DorisSection>) -> bool {
-    doris.is_some_and(|d| d.jdbc_url.is_some() || d.fenodes.is_embedded())
+pub fn has_jdbc_url(doris: &DorisSection) -> bool {
+    doris.jdbc_url.is_some() || doris.fenodes.is_embedded()
 }
 
 fn validate_doris(d: &DorisSection) -> Result<(), (String, String)> {
@@ -577,10 +458,10 @@ cache.ttl = "300s"
     fn a_lookup_reads_with_the_connectors_defaults() {
         let text = GOOD.replace("password_env", "jdbc_url = \"jdbc:mysql://127.0.0.1:9030\"\npassword_env") + LOOKUP;
         let p = load_str(Path::new("pipeline.toml"), &text).unwrap();
-        let TransformConfig::Lookup(l) = &p.transform[1] else { panic!("a lookup") };
+        let l: &crate::transforms::lookup::LookupTransform = p.transform[1].config.as_any().downcast_ref().unwrap();
         assert_eq!((l.cache.max_rows, l.cache.ttl.0.as_secs(), l.max_retries), (100000, 300, 1));
         assert_eq!((l.jdbc.read.batch.size, l.jdbc.read.batch.queue_size, l.jdbc.read.thread_size), (128, 256, 3));
-        assert!(l.jdbc.is_async && l.cache.cache_missing_key && l.join == crate::pipeline::JoinKind::Left);
+        assert!(l.jdbc.is_async && l.cache.cache_missing_key && l.join == crate::transforms::lookup::JoinKind::Left);
 
         let no_url = GOOD.to_string() + LOOKUP;
         assert!(
@@ -602,14 +483,14 @@ cache.ttl = "300s"
         let p = load_str(Path::new("pipeline.toml"), GOOD).unwrap();
         assert_eq!(p.pipeline.parallelism, 1);
         assert_eq!(p.pipeline.checkpoint_interval, super::super::Duration::from_secs(1));
-        let SinkConfig::Doris(sink) = &p.sink[0] else { panic!("a doris sink") };
+        let sink: &crate::sinks::doris::DorisSink = p.sink[0].config.as_any().downcast_ref().unwrap();
         assert!(sink.enable_2pc && sink.enable_delete && sink.ignore.update_before);
         assert_eq!(sink.buffer_flush.max_rows, 1000);
         assert_eq!(sink.buffer_size.0, 1024 * 1024);
-        let TransformConfig::Wasm(w) = &p.transform[0] else { panic!("a wasm transform") };
+        let w: &crate::transforms::wasm::WasmTransform = p.transform[0].config.as_any().downcast_ref().unwrap();
         assert_eq!(w.limits.timeout, std::time::Duration::from_secs(1));
         assert_eq!(w.limits.memory, 256 * 1024 * 1024);
-        let doris = p.doris.unwrap();
+        let (_, doris) = p.doris(None).unwrap();
         assert_eq!(doris.request_retries, 3);
         assert!(doris.auto_redirect);
     }
@@ -652,7 +533,7 @@ cache.ttl = "300s"
         let no_doris = GOOD.replace("[doris]\nfenodes = [\"127.0.0.1:8030\"]\npassword_env = \"DORIS_PW\"\n", "");
         assert_eq!(
             err(&no_doris),
-            "pipeline.toml: doris: a Doris source or sink needs a [doris] section with `fenodes`"
+            "pipeline.toml:20: sink: needs a Doris connection: add a [doris] section with `fenodes`"
         );
 
         let bad_field = GOOD.replace("fields.age", "fields.agee");

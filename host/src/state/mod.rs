@@ -1,15 +1,19 @@
-//! The state dir of a pipeline: its identity, its run counter, the journal of every Stream Load
-//! label it opens, and its last completed checkpoint. Every write is atomic (write, fsync, rename,
-//! fsync the directory), so a crash at any moment leaves either the old or the new file.
+//! The state dir of a pipeline: its identity, its run counter, its last completed checkpoint,
+//! and the journals components keep of what they open (a sink's labels). Every write of a file
+//! is atomic (write, fsync, rename, fsync the directory), so a crash at any moment leaves either
+//! the old or the new file; a journal is appended to and made durable by [`Journal::sync`].
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Version of the checkpoint format written by this build.
-pub const CHECKPOINT_VERSION: u32 = 1;
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -27,41 +31,26 @@ fn io(path: &Path, e: impl std::fmt::Display) -> StateError {
     StateError::Io { path: path.to_path_buf(), detail: e.to_string() }
 }
 
-/// A transaction pre-committed by a checkpoint, committed once the checkpoint is durable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Txn {
-    pub db: String,
-    pub table: String,
-    pub label: String,
-    pub txn_id: i64,
-}
-
-/// A completed checkpoint.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A completed checkpoint. What each component keeps in it is its own (opaque JSON), under the
+/// component's name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub version: u32,
     pub pipeline: String,
     pub id: u64,
     /// The run that took it.
     pub run: u64,
-    /// Each worker's source position, opaque to everything but the source.
-    pub sources: Vec<serde_json::Value>,
     /// Whether every source was exhausted (a bounded pipeline that finished).
     pub finished: bool,
-    /// The transactions to commit.
-    pub transactions: Vec<Txn>,
-    /// Whether those transactions are known to be committed.
+    /// Each source's reader positions, one per worker.
+    pub sources: BTreeMap<String, Vec<serde_json::Value>>,
+    /// Each stateful transform's state, one per worker.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub transforms: BTreeMap<String, Vec<serde_json::Value>>,
+    /// Each sink's committables, one per worker.
+    pub sinks: BTreeMap<String, Vec<serde_json::Value>>,
+    /// Whether every sink has committed them.
     pub committed: bool,
-}
-
-/// A label written before its load starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LabelEntry {
-    pub db: String,
-    pub table: String,
-    pub label: String,
-    pub checkpoint: u64,
-    pub run: u64,
 }
 
 /// An open state dir, locked against a second process.
@@ -69,7 +58,6 @@ pub struct LabelEntry {
 pub struct StateDir {
     path: PathBuf,
     _lock: File,
-    journal: File,
 }
 
 impl StateDir {
@@ -88,10 +76,7 @@ impl StateDir {
             Err(std::fs::TryLockError::WouldBlock) => return Err(StateError::Locked { path: path.to_path_buf() }),
             Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock_path, e)),
         }
-        let journal_path = path.join("labels.jsonl");
-        let journal =
-            OpenOptions::new().create(true).append(true).open(&journal_path).map_err(|e| io(&journal_path, e))?;
-        Ok(StateDir { path: path.to_path_buf(), _lock: lock, journal })
+        Ok(StateDir { path: path.to_path_buf(), _lock: lock })
     }
 
     pub fn path(&self) -> &Path {
@@ -154,45 +139,70 @@ impl StateDir {
         write_atomic(&p, &bytes)
     }
 
-    /// Record a label, durably, before its load starts.
-    pub fn journal_label(&mut self, entry: &LabelEntry) -> Result<(), StateError> {
-        let p = self.path.join("labels.jsonl");
-        let mut line = serde_json::to_vec(entry).map_err(|e| io(&p, e))?;
-        line.push(b'\n');
-        self.journal.write_all(&line).map_err(|e| io(&p, e))?;
-        self.journal.sync_data().map_err(|e| io(&p, e))
+    /// The journal named `name` (a file `journal-<name>.jsonl` in the state dir), created empty
+    /// the first time.
+    pub fn journal(&self, name: &str) -> Result<Journal, StateError> {
+        let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        Journal::open(self.path.join(format!("journal-{safe}.jsonl")))
+    }
+}
+
+/// An append-only log of JSON lines that a component keeps in the state dir, e.g. the labels a
+/// sink opened, so that it can recover what a crash left open.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl Journal {
+    fn open(path: PathBuf) -> Result<Journal, StateError> {
+        let file = OpenOptions::new().create(true).append(true).open(&path).map_err(|e| io(&path, e))?;
+        Ok(Journal { path, file: Mutex::new(file) })
     }
 
-    /// Every label journaled and not yet forgotten.
-    pub fn journaled_labels(&self) -> Result<Vec<LabelEntry>, StateError> {
-        let p = self.path.join("labels.jsonl");
-        let file = File::open(&p).map_err(|e| io(&p, e))?;
+    /// Append `entry`; it is durable after the next [`Journal::sync`].
+    pub fn append<T: Serialize>(&self, entry: &T) -> Result<(), StateError> {
+        let mut line = serde_json::to_vec(entry).map_err(|e| io(&self.path, e))?;
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        file.write_all(&line).map_err(|e| io(&self.path, e))
+    }
+
+    /// Make every entry appended so far durable.
+    pub fn sync(&self) -> Result<(), StateError> {
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        file.sync_data().map_err(|e| io(&self.path, e))
+    }
+
+    /// Every entry in the journal. A crash can cut the last line short; such a line was never
+    /// synced, so what it describes was never started, and it is skipped.
+    pub fn entries<T: DeserializeOwned>(&self) -> Result<Vec<T>, StateError> {
+        let file = File::open(&self.path).map_err(|e| io(&self.path, e))?;
         let mut out = Vec::new();
         for line in BufReader::new(file).lines() {
-            let line = line.map_err(|e| io(&p, e))?;
+            let line = line.map_err(|e| io(&self.path, e))?;
             if line.trim().is_empty() {
                 continue;
             }
-            // A crash can cut the last line short; that label never reached Doris.
-            match serde_json::from_str(&line) {
-                Ok(entry) => out.push(entry),
-                Err(_) => continue,
+            if let Ok(entry) = serde_json::from_str(&line) {
+                out.push(entry);
             }
         }
         Ok(out)
     }
 
-    /// Keep only the journal entries for which `keep` is true.
-    pub fn retain_labels(&mut self, keep: impl Fn(&LabelEntry) -> bool) -> Result<(), StateError> {
-        let p = self.path.join("labels.jsonl");
-        let kept: Vec<LabelEntry> = self.journaled_labels()?.into_iter().filter(|e| keep(e)).collect();
+    /// Keep only the entries for which `keep` is true (rewritten atomically).
+    pub fn retain<T: Serialize + DeserializeOwned>(&self, keep: impl Fn(&T) -> bool) -> Result<(), StateError> {
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let kept: Vec<T> = self.entries::<T>()?.into_iter().filter(|e| keep(e)).collect();
         let mut text = Vec::new();
         for e in &kept {
-            text.extend(serde_json::to_vec(e).map_err(|e| io(&p, e))?);
+            text.extend(serde_json::to_vec(e).map_err(|e| io(&self.path, e))?);
             text.push(b'\n');
         }
-        write_atomic(&p, &text)?;
-        self.journal = OpenOptions::new().append(true).open(&p).map_err(|e| io(&p, e))?;
+        write_atomic(&self.path, &text)?;
+        *file = OpenOptions::new().append(true).open(&self.path).map_err(|e| io(&self.path, e))?;
         Ok(())
     }
 }
@@ -213,47 +223,67 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 mod tests {
     use super::*;
 
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Entry {
+        label: String,
+        checkpoint: u64,
+    }
+
     #[test]
-    fn checkpoints_runs_and_labels_survive_reopening() {
+    fn checkpoints_runs_and_journals_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
+        let e = |l: &str, c| Entry { label: l.into(), checkpoint: c };
         {
-            let mut s = StateDir::open(dir.path()).unwrap();
+            let s = StateDir::open(dir.path()).unwrap();
             assert!(matches!(StateDir::open(dir.path()), Err(StateError::Locked { .. })));
             assert_eq!(s.next_run().unwrap(), 1);
             let id = s.pipeline_id().unwrap();
             assert_eq!(s.pipeline_id().unwrap(), id);
-            let e =
-                |l: &str, c| LabelEntry { db: "d".into(), table: "t".into(), label: l.into(), checkpoint: c, run: 1 };
-            s.journal_label(&e("a", 1)).unwrap();
-            s.journal_label(&e("b", 2)).unwrap();
-            s.retain_labels(|l| l.checkpoint > 1).unwrap();
-            s.journal_label(&e("c", 3)).unwrap();
+            let j = s.journal("doris").unwrap();
+            j.append(&e("a", 1)).unwrap();
+            j.append(&e("b", 2)).unwrap();
+            j.sync().unwrap();
+            j.retain(|l: &Entry| l.checkpoint > 1).unwrap();
+            j.append(&e("c", 3)).unwrap();
+            j.sync().unwrap();
             let cp = Checkpoint {
                 version: CHECKPOINT_VERSION,
                 pipeline: "p".into(),
                 id: 2,
                 run: 1,
-                sources: vec![serde_json::json!({"rows": 10})],
-                finished: false,
-                transactions: vec![Txn { db: "d".into(), table: "t".into(), label: "b".into(), txn_id: 7 }],
-                committed: false,
+                sources: [("datagen".to_string(), vec![serde_json::json!({"rows": 10})])].into(),
+                sinks: [("doris".to_string(), vec![serde_json::json!([{"label": "b"}])])].into(),
+                ..Checkpoint::default()
             };
             s.write_checkpoint(&cp).unwrap();
         }
         let s = StateDir::open(dir.path()).unwrap();
         assert_eq!(s.next_run().unwrap(), 2);
-        let labels: Vec<String> = s.journaled_labels().unwrap().into_iter().map(|e| e.label).collect();
-        assert_eq!(labels, ["b", "c"]);
+        assert_eq!(s.journal("doris").unwrap().entries::<Entry>().unwrap(), [e("b", 2), e("c", 3)]);
+        assert!(s.journal("other").unwrap().entries::<Entry>().unwrap().is_empty());
         let cp = s.checkpoint().unwrap().unwrap();
-        assert_eq!((cp.id, cp.transactions[0].txn_id), (2, 7));
+        assert_eq!((cp.id, &cp.sinks["doris"][0][0]["label"]), (2, &serde_json::json!("b")));
+    }
+
+    #[test]
+    fn a_journal_line_cut_short_by_a_crash_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("journal-doris.jsonl"),
+            "{\"label\":\"a\",\"checkpoint\":1}\n{\"label\":\"b\",\"chec",
+        )
+        .unwrap();
+        let s = StateDir::open(dir.path()).unwrap();
+        let entries: Vec<Entry> = s.journal("doris").unwrap().entries().unwrap();
+        assert_eq!(entries, [Entry { label: "a".into(), checkpoint: 1 }]);
     }
 
     #[test]
     fn a_checkpoint_of_another_version_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("checkpoint.json"), r#"{"version": 99}"#).unwrap();
+        std::fs::write(dir.path().join("checkpoint.json"), r#"{"version": 1}"#).unwrap();
         let s = StateDir::open(dir.path()).unwrap();
         let e = s.checkpoint().unwrap_err().to_string();
-        assert!(e.contains("checkpoint format version 99, this Sluice reads version 1"), "{e}");
+        assert!(e.contains("checkpoint format version 1, this Sluice reads version 2"), "{e}");
     }
 }

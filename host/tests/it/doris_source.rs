@@ -44,9 +44,7 @@ type Running = (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<anyhow
 
 /// Start the pipeline at `path` in the background; send `true` on the sender to stop it.
 async fn launch(path: &std::path::Path) -> anyhow::Result<Running> {
-    let p = sluice::pipeline::load_file(path)?;
-    let fenodes = p.doris.as_ref().expect("a [doris] section").fenodes.addresses();
-    let prepared = sluice::runtime::prepare(path, p, fenodes).await?;
+    let prepared = sluice::pipeline::prepare(path, sluice::pipeline::load_file(path)?).await?;
     let (stop, rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {
         sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx).await
@@ -263,7 +261,7 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
         &std::fs::read_to_string(dir.path().join("a/.sluice/scan-first/checkpoint.json")).unwrap(),
     )
     .unwrap();
-    let last = cp["sources"][0]["start"].as_str().unwrap().to_string();
+    let last = cp["sources"]["doris"][0]["start"].as_str().unwrap().to_string();
     let mut recorded = Vec::new();
     for _ in 0..50 {
         recorded = doris.sql("SELECT consumer_id, offset_timestamp FROM ops.offsets");
@@ -340,21 +338,16 @@ async fn a_window_behind_an_open_transaction_is_retried_then_given_up_after_the_
 async fn first_window(doris: &Doris, dir: &std::path::Path, extra: &str) -> anyhow::Result<Vec<String>> {
     use anyhow::Context;
     use arrow::array::{Int32Array, StringArray};
-    let file = sluice::pipeline::load_str(&dir.join("pipeline.toml"), &pipeline(doris, 1, "unused", extra))?;
-    let ctx = sluice::runtime::source::DorisContext {
-        client: doris.client(""),
-        flight_addr: Some(doris.h().flight_sql_addr().to_string()),
-        timeout: std::time::Duration::from_secs(10),
-        retries: 0,
-        offsets: None,
-        tablets: Default::default(),
-        snapshot_done: None,
-    };
-    let mut src = sluice::runtime::source::build(&file.source[0], dir, 0, 1, None, Some(&ctx)).await?;
+    let path = dir.join("pipeline.toml");
+    let file = sluice::pipeline::load_str(&path, &pipeline(doris, 1, "unused", extra))?;
+    let prepared = sluice::pipeline::prepare(&path, file).await?;
+    let mut splits = prepared.source.component.enumerator(&[None]).await?;
+    let mut src = splits.reader(0, None).await?;
     let mut out = Vec::new();
     loop {
         let next = tokio::time::timeout(std::time::Duration::from_secs(20), src.next());
-        let batch = next.await.context("no window within 20 s")??.context("the changelog ended")?;
+        let event = next.await.context("no window within 20 s")??.context("the changelog ended")?;
+        let sluice::runtime::Event::Data { batch, .. } = event else { anyhow::bail!("a schema change: {event:?}") };
         if batch.num_rows() == 0 {
             return Ok(out);
         }
@@ -552,7 +545,7 @@ async fn kill_9_in_the_snapshot_and_in_the_changelog_phase_converges_with_dedup(
     let path = pipeline_file(dir.path(), &pipeline(&doris, 2, "mirror", extra));
     let state = dir.path().join(".sluice/scan-mirror");
     let snapshot_pending =
-        |cp: &serde_json::Value| cp["sources"].as_array().unwrap().iter().any(|s| !s["snapshot"].is_null());
+        |cp: &serde_json::Value| cp["sources"]["doris"].as_array().unwrap().iter().any(|s| !s["snapshot"].is_null());
 
     // Each split (one tablet) starts 600 ms late: the snapshot spans many checkpoints.
     let stall = doris_lite::DebugPoint::always().param("ms", 600);
@@ -561,7 +554,7 @@ async fn kill_9_in_the_snapshot_and_in_the_changelog_phase_converges_with_dedup(
     run.until(60, "a checkpoint with part of the snapshot", |_| {
         checkpoint(&state).is_some_and(|cp| {
             snapshot_pending(&cp)
-                && cp["sources"].as_array().unwrap().iter().any(|s| s["snapshot"]["split"].as_u64() > Some(0))
+                && cp["sources"]["doris"].as_array().unwrap().iter().any(|s| s["snapshot"]["split"].as_u64() > Some(0))
         })
     })
     .await;
@@ -592,13 +585,16 @@ async fn kill_9_in_the_snapshot_and_in_the_changelog_phase_converges_with_dedup(
     let (code, log) = run.stop().await;
     assert_eq!(code, Some(0), "{log}");
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
-    // The dedup state travels with worker 0's position: its part of the snapshot and every change since.
+    // The dedup state is the normalize transform's, per worker and table: worker 0's holds its
+    // part of the snapshot and every change since.
     let cp = checkpoint(&state).unwrap();
-    let keys = cp["sources"][0]["state"].as_object().map_or(0, |m| m.len());
+    let saved = &cp["transforms"]["normalize"][0]["test.student"];
+    let keys = saved["keys"].as_u64().unwrap_or(0);
     assert!(keys > 5_000, "dedup state of worker 0 holds {keys} keys");
-    assert!(
-        cp["sources"][0]["state"]["20001\u{1f}"].is_null() && cp["sources"][0]["state"].get("20001\u{1f}").is_some()
+    let schema = sluice_guest::types::arrow_schema(
+        &sluice_guest::types::parse_columns("id INT, name VARCHAR(32), age INT").unwrap(),
     );
+    assert!(sluice::transforms::normalize::state_has_deleted(saved, &schema, &["id".into()], &["20001"]).unwrap());
 }
 
 /// `pipelines/changelog.toml` as shipped: embedded doris-lite, `initial`, then changes made
@@ -658,9 +654,10 @@ async fn every_doris_type_reads_as_the_connector_maps_it_and_writes_back_unchang
     );
     let path = pipeline_file(dir.path(), &text);
     let file = sluice::pipeline::load_file(&path).unwrap();
-    let prepared = sluice::runtime::prepare(&path, file, vec![doris.h().fe_http_addr().to_string()]).await.unwrap();
+    let prepared = sluice::pipeline::prepare(&path, file).await.unwrap();
+    let schema = prepared.source.component.schema().expect("a Doris table's schema is known");
     let read: Vec<(String, DataType)> =
-        prepared.source_schema.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+        schema.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
     let text_type = DataType::Utf8;
     let expected = [
         ("id", DataType::Int32),

@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use doris_lite::{DebugPoint, faults};
-use sluice::lookup::{LookupJoin, LookupMetrics, LookupTable};
-use sluice::pipeline::{DorisSection, LookupTransform};
+use sluice::pipeline::DorisSection;
 use sluice::runtime::{self, RunOptions};
+use sluice::transforms::lookup::{LookupJoin, LookupMetrics, LookupTable, LookupTransform};
 use sluice_guest::batch::{Batch, Value, parse_date};
 use tokio::sync::watch;
 
@@ -40,7 +40,7 @@ fn doris_section_at(doris: &Doris, port: u16) -> DorisSection {
 }
 
 /// A lookup transform from the keys of a `[[transform]]` table (without `type`).
-async fn connect(doris: &Doris, options: &str) -> Result<Arc<LookupTable>, sluice::lookup::LookupError> {
+async fn connect(doris: &Doris, options: &str) -> Result<Arc<LookupTable>, sluice::transforms::lookup::LookupError> {
     let cfg: LookupTransform = toml::from_str(options).unwrap();
     LookupTable::connect(&cfg, &doris_section(doris), "", 4).await
 }
@@ -498,9 +498,7 @@ async fn run_pipeline(prepared: &runtime::Prepared) -> anyhow::Result<runtime::R
 }
 
 async fn prepare(path: &Path) -> anyhow::Result<runtime::Prepared> {
-    let p = sluice::pipeline::load_file(path)?;
-    let fenodes = p.doris.as_ref().expect("a [doris] section").fenodes.addresses();
-    runtime::prepare(path, p, fenodes).await
+    sluice::pipeline::prepare(path, sluice::pipeline::load_file(path)?).await
 }
 
 /// doris-lite with the cities and `test.enriched`, and the enriching pipeline prepared.
@@ -535,7 +533,7 @@ async fn a_pipeline_enriches_rows_and_reports_lookup_metrics() {
             "4\tDave\tBeijing\tBeijing\tChina\t1"
         ]
     );
-    let text = sluice::cli::metrics_text(&prepared.stats, "lookup");
+    let text = sluice::metrics::metrics_text(&prepared.stats, "lookup");
     assert!(text.contains("sluice_lookup_misses{pipeline=\"lookup\",table=\"dim.dim_city\"} 3\n"), "{text}");
     assert!(text.contains("sluice_lookup_rows_fetched{pipeline=\"lookup\",table=\"dim.dim_city\"} 2\n"), "{text}");
 }
@@ -661,8 +659,8 @@ async fn batches_in_flight_against_a_slow_dimension_come_out_in_input_order() {
     let want: Vec<String> = (0..20).map(|g| format!("{g}\t{}", 150 * (g + 1))).collect();
     assert_eq!(doris.sql("SELECT g, id FROM test.last ORDER BY g"), want);
     assert_eq!(prepared.stats.rows_written.load(Ordering::Relaxed), 3000);
-    let m = &prepared.stats.lookups[0].1;
-    assert_eq!((count(&m.misses), count(&m.rows_fetched)), (3000, 3000));
+    let m = |name| prepared.stats.component_value(name);
+    assert_eq!((m("lookup_misses"), m("lookup_rows_fetched")), (3000, 3000));
     let together = proxy.most_held.load(Ordering::Relaxed);
     assert!(together >= 2, "one worker's lookups were never in flight together ({together} at most)");
 }

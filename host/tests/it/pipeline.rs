@@ -49,9 +49,7 @@ table = "test.student_trans"
 
 /// Run the pipeline at `path` in this process; `stop_after` sends the stop signal.
 async fn run(path: &Path, stop_after: Option<Duration>) -> anyhow::Result<RunReport> {
-    let p = sluice::pipeline::load_file(path)?;
-    let fenodes = p.doris.as_ref().expect("a [doris] section").fenodes.addresses();
-    let prepared = runtime::prepare(path, p, fenodes).await?;
+    let prepared = sluice::pipeline::prepare(path, sluice::pipeline::load_file(path)?).await?;
     let (tx, rx) = watch::channel(false);
     let stopper = tokio::spawn(async move {
         if let Some(d) = stop_after {
@@ -328,12 +326,16 @@ async fn metrics_are_served_in_prometheus_text_with_the_connectors_names() {
     let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    for name in ["sluice_rows_read", "sluice_checkpoints", "sluice_totalFlushLoadedRows", "sluice_loadTimeMs"] {
+    for name in ["sluice_rows_read", "sluice_checkpoints"] {
         assert!(text.contains(&format!("{name}{{pipeline=\"datagen-students\"}} ")), "{name} in {text}");
+    }
+    // The sink's metrics carry the sink's name.
+    for name in ["sluice_totalFlushLoadedRows", "sluice_loadTimeMs", "sluice_commit_retries"] {
+        assert!(text.contains(&format!("{name}{{pipeline=\"datagen-students\",sink=\"doris\"}} ")), "{name} in {text}");
     }
     let loaded: u64 = text
         .lines()
-        .find_map(|l| l.strip_prefix("sluice_totalFlushLoadedRows{pipeline=\"datagen-students\"} "))
+        .find_map(|l| l.strip_prefix("sluice_totalFlushLoadedRows{pipeline=\"datagen-students\",sink=\"doris\"} "))
         .unwrap()
         .parse()
         .unwrap();

@@ -2,12 +2,15 @@
 //! compression, partial columns and group commit.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::doris::sink::{DorisWriter, SinkMetrics, SinkSettings};
-use sluice::pipeline::{SinkConfig, load_str};
-use sluice::state::{StateDir, Txn};
+use sluice::pipeline::load_str;
+use sluice::runtime::WriterContext;
+use sluice::sinks::doris::DorisSink;
+use sluice::sinks::doris::committer::Txn;
+use sluice::sinks::doris::writer::{DorisWriter, SinkMetrics, SinkSettings};
+use sluice::state::StateDir;
 use sluice::{Batch, RowKind};
 use sluice_guest::batch::{BatchBuilder, Value};
 use sluice_guest::types::{arrow_schema, parse_columns};
@@ -21,13 +24,14 @@ fn writer(doris: &Doris, state: &Path, table: &str, sink: &str) -> DorisWriter {
         doris.fenodes()
     );
     let file = load_str(Path::new("sink.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
-    let SinkConfig::Doris(cfg) = &file.sink[0] else { panic!("a doris sink") };
+    let cfg: &DorisSink = file.sink[0].config.as_any().downcast_ref().expect("a doris sink");
     let settings = SinkSettings::new(cfg, "sinktest", Duration::from_secs(10)).unwrap();
-    let state = Arc::new(Mutex::new(StateDir::open(state).unwrap()));
+    let journal = Arc::new(StateDir::open(state).unwrap().journal("doris").unwrap());
     // Each writer is its own run, as each start of a pipeline is.
     static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    DorisWriter::new(Arc::new(settings), doris.client(""), state, Arc::new(SinkMetrics::default()), 0, run, 1)
+    let ctx = WriterContext { worker: 0, run, checkpoint: 1 };
+    DorisWriter::new(Arc::new(settings), doris.client(""), journal, Arc::new(SinkMetrics::default()), ctx)
 }
 
 fn rows(columns: &str, rows: &[(RowKind, Vec<Value<'_>>)]) -> Batch {

@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 use mysql_async::prelude::Queryable;
 use tokio::sync::watch;
 
-use super::scan::quote;
+use crate::doris::scan::quote;
 
 /// One consumer's row of an offset table.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ fn literal(s: &str) -> String {
 impl OffsetTable {
     /// `jdbc_url` is `jdbc:mysql://host:port`; `table` is `db.tbl`.
     pub fn new(jdbc_url: &str, user: &str, password: &str, table: &str, consumer: &str) -> anyhow::Result<Self> {
-        let (host, port) = crate::lookup::fetch::host_port(jdbc_url).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (host, port) = crate::transforms::lookup::fetch::host_port(jdbc_url).map_err(|e| anyhow::anyhow!("{e}"))?;
         let (db, tbl) = table.split_once('.').context("changelog.offset_table: expected `db.table`")?;
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(host)

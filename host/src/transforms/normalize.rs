@@ -1,36 +1,81 @@
-//! `dedup = true` on a changelog source (Flink's `table.exec.source.cdc-events-duplicate`):
-//! change events are normalised per primary key, so that events read twice — replayed after a
-//! failure, read again from a lagging offset table, or present both in the `initial` snapshot and
-//! in the changelog that follows it — do not change the results.
+//! The `normalize` transform: `dedup = true` on a changelog source (Flink's
+//! `table.exec.source.cdc-events-duplicate`) runs it first, so that change events read twice —
+//! replayed after a failure, read again from a lagging offset table, or present both in the
+//! `initial` snapshot and in the changelog that follows it — do not change the results.
 //!
 //! The state is one entry per key: a digest of the key's current row, or a tombstone once it is
 //! deleted. An insert or update-after equal to the current row is dropped, as is a delete of a key
 //! already deleted; an update-before passes only while it matches the current row. Events for a key
 //! the state has not seen always pass, so a partial state (a new consumer, another worker's part of
-//! the snapshot) can only let a duplicate through, never drop a change. The state travels with the
-//! source's checkpoint position.
+//! the snapshot) can only let a duplicate through, never drop a change. The state is checkpointed
+//! as the transform's own, compactly: 33 bytes a key (a 128-bit digest of the key, a tombstone
+//! flag, a 128-bit digest of the row), base64 in the checkpoint.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use arrow::array::BooleanArray;
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use async_trait::async_trait;
+use base64::Engine as _;
 
+use crate::runtime::{TableId, Transform, TransformInstance};
 use crate::{Batch, RowKind};
 
-/// The per-key state of one source.
-#[derive(Debug, Default)]
+/// The transform: normalise the change events of each table on its primary key.
+#[derive(Debug, Clone)]
+pub struct Normalize {
+    pub primary_key: Vec<String>,
+}
+
+impl Transform for Normalize {
+    fn instance(
+        &self,
+        _worker: usize,
+        table: &TableId,
+        input: &SchemaRef,
+        state: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn TransformInstance>> {
+        Ok(Box::new(Normalizer::new(table.as_str(), input, &self.primary_key, state)?))
+    }
+
+    fn describe(&self) -> String {
+        format!("normalize change events on ({})", self.primary_key.join(", "))
+    }
+}
+
+#[async_trait]
+impl TransformInstance for Normalizer {
+    fn output_schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn process(&mut self, batch: Batch) -> anyhow::Result<Vec<Batch>> {
+        Ok(vec![self.apply(batch)?])
+    }
+
+    fn snapshot(&self) -> Option<serde_json::Value> {
+        Some(Normalizer::snapshot(self))
+    }
+}
+
+/// The per-key state of one table.
+#[derive(Debug)]
 pub struct Normalizer {
+    schema: SchemaRef,
     key_columns: Vec<usize>,
-    /// Key → digest of its current row; `None` = deleted.
-    state: HashMap<String, Option<u128>>,
+    /// Digest of the key → digest of its current row; `None` = deleted.
+    state: HashMap<u128, Option<u128>>,
     /// Events dropped as duplicates (for the log and tests).
     pub dropped: u64,
 }
+
+/// The format tag of a checkpointed state.
+const FORMAT: &str = "normalize-v1";
+const ENTRY: usize = 33;
 
 const SEP: char = '\u{1f}';
 
@@ -55,31 +100,32 @@ impl Normalizer {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut state = HashMap::new();
-        if let Some(saved) = saved {
-            let map = saved.as_object().context("the dedup state of the checkpoint is not a JSON object")?;
-            for (k, v) in map {
-                let digest = match v {
-                    serde_json::Value::Null => None,
-                    serde_json::Value::String(hex) => {
-                        Some(u128::from_str_radix(hex, 16).context("a dedup digest of the checkpoint is not hex")?)
-                    }
-                    other => anyhow::bail!("the dedup state of the checkpoint holds {other} for a key"),
-                };
-                state.insert(k.clone(), digest);
-            }
-        }
-        Ok(Self { key_columns, state, dropped: 0 })
+        let state = match saved {
+            Some(saved) => decode(saved).with_context(|| format!("the dedup state of `{table}` in the checkpoint"))?,
+            None => HashMap::new(),
+        };
+        Ok(Self { schema: schema.clone(), key_columns, state, dropped: 0 })
     }
 
-    /// The state as JSON, for a checkpoint.
+    /// The state for a checkpoint: `{"format", "keys", "data"}` with the entries in base64.
     pub fn snapshot(&self) -> serde_json::Value {
-        let map = self
-            .state
-            .iter()
-            .map(|(k, v)| (k.clone(), v.map_or(serde_json::Value::Null, |d| format!("{d:032x}").into())))
-            .collect();
-        serde_json::Value::Object(map)
+        let mut data = Vec::with_capacity(self.state.len() * ENTRY);
+        for (k, v) in &self.state {
+            data.extend_from_slice(&k.to_le_bytes());
+            data.push(u8::from(v.is_some()));
+            data.extend_from_slice(&v.unwrap_or(0).to_le_bytes());
+        }
+        serde_json::json!({
+            "format": FORMAT,
+            "keys": self.state.len(),
+            "data": base64::engine::general_purpose::STANDARD.encode(&data),
+        })
+    }
+
+    /// Whether the key made of `values` (as text, in key-column order) is known as deleted.
+    pub fn is_deleted(&self, values: &[&str]) -> bool {
+        let key: String = values.iter().map(|v| format!("{v}{SEP}")).collect();
+        self.state.get(&digest(&key)) == Some(&None)
     }
 
     /// Keys known (current or deleted).
@@ -127,7 +173,7 @@ impl Normalizer {
                 use std::fmt::Write;
                 write!(text, "{}{SEP}", formatters[c].value(row))?;
             }
-            let key = text.clone();
+            let key = digest(&text);
             for f in &formatters {
                 use std::fmt::Write;
                 write!(text, "{}{SEP}", f.value(row))?;
@@ -168,14 +214,30 @@ fn digest(text: &str) -> u128 {
     (u128::from(half(1)) << 64) | u128::from(half(2))
 }
 
-/// A normaliser shared between a source and its checkpoint barrier.
-#[derive(Debug, Clone)]
-pub struct SharedNormalizer(pub Arc<Mutex<Normalizer>>);
-
-impl super::source::SourceState for SharedNormalizer {
-    fn snapshot(&self) -> serde_json::Value {
-        self.0.lock().expect("dedup state lock").snapshot()
+/// A checkpointed state back as entries.
+fn decode(saved: &serde_json::Value) -> anyhow::Result<HashMap<u128, Option<u128>>> {
+    anyhow::ensure!(saved["format"] == FORMAT, "expected format {FORMAT:?}, found {}", saved["format"]);
+    let data = saved["data"].as_str().context("no `data`")?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data).context("`data` is not base64")?;
+    anyhow::ensure!(bytes.len() % ENTRY == 0, "`data` is {} bytes, not a whole number of entries", bytes.len());
+    let mut state = HashMap::with_capacity(bytes.len() / ENTRY);
+    for e in bytes.chunks_exact(ENTRY) {
+        let key = u128::from_le_bytes(e[..16].try_into().expect("16 bytes"));
+        let row = u128::from_le_bytes(e[17..].try_into().expect("16 bytes"));
+        state.insert(key, (e[16] == 1).then_some(row));
     }
+    Ok(state)
+}
+
+/// Whether a checkpointed state (a [`Normalizer::snapshot`]) of `schema`, keyed on `primary_key`,
+/// knows the key made of `values` as deleted (for tests and tools).
+pub fn state_has_deleted(
+    saved: &serde_json::Value,
+    schema: &SchemaRef,
+    primary_key: &[String],
+    values: &[&str],
+) -> anyhow::Result<bool> {
+    Ok(Normalizer::new("checkpoint", schema, primary_key, Some(saved))?.is_deleted(values))
 }
 
 #[cfg(test)]
@@ -235,6 +297,24 @@ mod tests {
         let out = restored.apply(batch(&[(1, "a3", Insert), (2, "b", Delete), (3, "c", Delete)])).unwrap();
         assert_eq!(ids(&out), vec![(3, "c".into(), Delete)], "a delete of an unknown key passes");
         assert_eq!(restored.len(), 3);
+        assert!(restored.is_deleted(&["2"]) && !restored.is_deleted(&["1"]));
+    }
+
+    #[test]
+    fn the_state_of_a_million_keys_is_33_bytes_a_key() {
+        let schema = batch(&[]).data.schema();
+        let mut n = Normalizer::new("db.t", &schema, &["id".into()], None).unwrap();
+        for chunk in 0..100 {
+            let rows: Vec<(i32, &str, RowKind)> =
+                (chunk * 10_000..(chunk + 1) * 10_000).map(|i| (i, "x", RowKind::Insert)).collect();
+            n.apply(batch(&rows)).unwrap();
+        }
+        let snapshot = n.snapshot();
+        assert_eq!(snapshot["keys"], 1_000_000);
+        let encoded = snapshot["data"].as_str().unwrap().len();
+        assert_eq!(encoded, 1_000_000 * 33 / 3 * 4, "base64 of 33 bytes a key");
+        let restored = Normalizer::new("db.t", &schema, &["id".into()], Some(&snapshot)).unwrap();
+        assert_eq!(restored.len(), 1_000_000);
     }
 
     #[test]

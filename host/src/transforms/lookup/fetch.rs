@@ -8,9 +8,10 @@ use arrow::array::{ArrayRef, StringArray};
 use mysql_async::prelude::Queryable;
 use sluice_guest::types::DorisType;
 
+use super::LookupTransform;
 use super::cache::{Key, Matches};
 use super::{DimColumn, LookupError, LookupMetrics};
-use crate::pipeline::{DorisSection, LookupTransform};
+use crate::pipeline::DorisSection;
 
 /// Dimension rows: the key columns' text, then the value columns' text.
 type TextRow = Vec<Option<String>>;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use crate::pipeline::{CacheMode, LookupCache};
+use super::{CacheMode, LookupCache};
 
 /// A key's values, each in its canonical text, in the order of the join keys.
 pub(super) type Key = Box<[String]>;

@@ -1,11 +1,15 @@
-//! The Doris sink: one writer per worker, one Stream Load per target table at a time.
+//! The Doris sink's writer: one per worker, one Stream Load per target table at a time.
 //!
 //! Streaming mode (default): the first batch of a checkpoint interval opens a chunked Stream Load
 //! whose body is fed from `buffer_count` buffers of `buffer_size` bytes, so a slow Doris slows the
 //! pipeline instead of filling memory. At the checkpoint barrier the body is ended; with 2PC the
 //! load is then pre-committed and its label and transaction id go into the checkpoint, to be
-//! committed once the checkpoint is durable. Every label is journaled in the state dir before its
-//! load starts.
+//! committed once the checkpoint is durable. Every label is appended to the sink's journal when
+//! its load starts, and the journal is made durable (one fsync for all of them) before any body
+//! ends, so no load can be pre-committed without recovery knowing its label. At most
+//! `max_open_loads` loads are open per writer: opening one more ends the least recently written
+//! (its transaction joins the checkpoint's), and a table not written for a whole checkpoint
+//! interval is forgotten.
 //!
 //! Batch mode (`enable.batch_mode`): rows are buffered and loaded when `buffer_flush.max_rows`,
 //! `max_bytes` or `interval` is reached, with at most `flush.queue_size` loads in flight. A retry
@@ -14,8 +18,8 @@
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::BooleanArray;
@@ -25,42 +29,28 @@ use flate2::write::GzEncoder;
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::DorisError;
-use super::format::{BodyEncoder, BodyFormat, DELETE_SIGN};
-use super::stream_load::{LoadResponse, LoadStatus, StreamLoadClient, TableInfo};
-use crate::pipeline::DorisSink;
-use crate::state::{LabelEntry, StateDir, Txn};
+use super::DorisSink;
+use super::committer::{LabelEntry, Txn};
+use crate::doris::DorisError;
+use crate::doris::format::{BodyEncoder, BodyFormat, DELETE_SIGN};
+use crate::doris::stream_load::{LoadResponse, LoadStatus, StreamLoadClient, TableInfo};
+use crate::runtime::{Restartable, is_restartable};
+use crate::state::Journal;
 use crate::{Batch, RowKind};
 
-/// A sink failure. `retryable` ones (Doris unreachable, a failed load) restart the pipeline from
-/// its last checkpoint, up to `max_retries` times.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct SinkError {
-    pub message: String,
-    pub retryable: bool,
+/// A failure a restart cannot mend (a bad row, a broken promise of Doris').
+fn fatal(message: impl Into<String>) -> anyhow::Error {
+    anyhow::anyhow!(message.into())
 }
 
-impl SinkError {
-    fn fatal(message: impl Into<String>) -> anyhow::Error {
-        SinkError { message: message.into(), retryable: false }.into()
-    }
+/// A failure a restart from the last checkpoint may mend (a load that broke off).
+fn retry(message: impl Into<String>) -> anyhow::Error {
+    Restartable::error(message)
+}
 
-    fn retry(message: impl Into<String>) -> anyhow::Error {
-        SinkError { message: message.into(), retryable: true }.into()
-    }
-
-    fn from_doris(e: DorisError) -> anyhow::Error {
-        let retryable = matches!(
-            e,
-            DorisError::Connect { .. }
-                | DorisError::Timeout { .. }
-                | DorisError::Http { .. }
-                | DorisError::Protocol { .. }
-                | DorisError::LoadFailed { .. }
-        );
-        SinkError { message: e.to_string(), retryable }.into()
-    }
+/// A Doris client error: restartable when Doris was unreachable or a load failed.
+pub fn from_doris(e: DorisError) -> anyhow::Error {
+    if e.is_transient() || matches!(e, DorisError::LoadFailed { .. }) { retry(e.to_string()) } else { e.into() }
 }
 
 /// Batch-mode flush thresholds.
@@ -92,6 +82,8 @@ pub struct SinkSettings {
     pub group_commit: bool,
     pub user_columns: bool,
     pub read_timeout: Duration,
+    /// Stream Loads open at once per writer (`max_open_loads`).
+    pub max_open_loads: usize,
 }
 
 /// The label grammar of Doris: `^[-_A-Za-z0-9:]{1,128}$`.
@@ -175,6 +167,7 @@ impl SinkSettings {
             gzip,
             group_commit,
             read_timeout,
+            max_open_loads: cfg.max_open_loads.max(1) as usize,
         })
     }
 
@@ -295,13 +288,17 @@ struct TableState {
     /// Loads opened for this table in the current checkpoint interval.
     seq: u32,
     pending: Option<Pending>,
+    /// When it was last written (for closing the least recently written load).
+    last_write: Instant,
+    /// Written in the current checkpoint interval.
+    active: bool,
 }
 
 /// The sink of one worker.
 pub struct DorisWriter {
     settings: Arc<SinkSettings>,
     client: StreamLoadClient,
-    state: Arc<Mutex<StateDir>>,
+    journal: Arc<Journal>,
     metrics: Arc<SinkMetrics>,
     worker: u32,
     run: u64,
@@ -316,20 +313,18 @@ pub struct DorisWriter {
 }
 
 impl DorisWriter {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         settings: Arc<SinkSettings>,
         client: StreamLoadClient,
-        state: Arc<Mutex<StateDir>>,
+        journal: Arc<Journal>,
         metrics: Arc<SinkMetrics>,
-        worker: u32,
-        run: u64,
-        checkpoint: u64,
+        ctx: crate::runtime::WriterContext,
     ) -> Self {
+        let (worker, run, checkpoint) = (ctx.worker as u32, ctx.run, ctx.checkpoint);
         Self {
             settings,
             client,
-            state,
+            journal,
             metrics,
             worker,
             run,
@@ -347,22 +342,68 @@ impl DorisWriter {
                 Some((d, t)) => (d.to_string(), t.to_string()),
                 None => (self.settings.default_db.clone(), target.to_string()),
             };
-            let info = self.client.table_info(&db, &table).await.map_err(SinkError::from_doris)?;
-            self.tables.insert(target.to_string(), TableState { db, table, info, open: None, seq: 0, pending: None });
+            let info = self.client.table_info(&db, &table).await.map_err(from_doris)?;
+            let ts = TableState {
+                db,
+                table,
+                info,
+                open: None,
+                seq: 0,
+                pending: None,
+                last_write: Instant::now(),
+                active: true,
+            };
+            self.tables.insert(target.to_string(), ts);
         }
-        Ok(self.tables.get_mut(target).expect("inserted above"))
+        let ts = self.tables.get_mut(target).expect("inserted above");
+        ts.last_write = Instant::now();
+        ts.active = true;
+        Ok(ts)
     }
 
-    pub fn is_batch_mode(&self) -> bool {
-        self.settings.batch_mode.is_some()
+    /// Make every label journaled so far durable: before any body ends, since a load whose body
+    /// ended may be pre-committed. One fsync however many loads end.
+    async fn sync_journal(&self) -> anyhow::Result<()> {
+        if !self.settings.two_phase {
+            return Ok(());
+        }
+        let journal = self.journal.clone();
+        tokio::task::spawn_blocking(move || journal.sync()).await??;
+        Ok(())
+    }
+
+    /// Pre-commit the open load of `target` now (its transaction joins this checkpoint's).
+    async fn end_load(&mut self, target: &str) -> anyhow::Result<()> {
+        let settings = self.settings.clone();
+        let Some(ts) = self.tables.get_mut(target) else { return Ok(()) };
+        let Some(open) = ts.open.take() else { return Ok(()) };
+        let (db, table) = (ts.db.clone(), ts.table.clone());
+        self.sync_journal().await?;
+        if let Some(txn) = finish_load(&self.client, &self.metrics, &settings, &db, &table, open).await? {
+            self.precommitted.push(txn);
+        }
+        Ok(())
+    }
+
+    /// Before a load is opened: at `max_open_loads`, end the least recently written one.
+    async fn make_room(&mut self) -> anyhow::Result<()> {
+        let open: Vec<(&String, Instant)> =
+            self.tables.iter().filter(|(_, t)| t.open.is_some()).map(|(k, t)| (k, t.last_write)).collect();
+        if open.len() < self.settings.max_open_loads {
+            return Ok(());
+        }
+        let oldest = open.iter().min_by_key(|(_, at)| *at).map(|(k, _)| (*k).clone()).expect("at least one open");
+        self.end_load(&oldest).await
+    }
+
+    /// The sink's default table, `db.table`.
+    pub fn default_target(&self) -> String {
+        format!("{}.{}", self.settings.default_db, self.settings.default_table)
     }
 
     /// Write one batch to its table (`batch.table`, else the sink's `table`).
     pub async fn write(&mut self, batch: &Batch) -> anyhow::Result<()> {
-        let target = batch
-            .table
-            .clone()
-            .unwrap_or_else(|| format!("{}.{}", self.settings.default_db, self.settings.default_table));
+        let target = batch.table.clone().unwrap_or_else(|| self.default_target());
         let settings = self.settings.clone();
         let ts = self.table_state(&target).await?;
         let deletes = settings.enable_delete && ts.info.is_unique();
@@ -377,20 +418,17 @@ impl DorisWriter {
         let ts = self.tables.get_mut(&target).expect("looked up above");
         if ts.open.as_ref().is_some_and(|o| needs_sign && !o.with_sign) {
             // The open load has no delete sign column: finish it and open one that has.
-            let open = ts.open.take().expect("checked above");
-            let (db, table) = (ts.db.clone(), ts.table.clone());
-            if let Some(txn) = finish_load(&self.client, &self.metrics, &settings, &db, &table, open).await? {
-                self.precommitted.push(txn);
-            }
+            self.end_load(&target).await?;
         }
         if self.tables[&target].open.is_none() {
+            self.make_room().await?;
             self.open_load(&target, &data, needs_sign).await?;
         }
         let ts = self.tables.get_mut(&target).expect("looked up above");
         let open = ts.open.as_mut().expect("opened above");
         let signs = open.with_sign.then_some(signs.as_slice());
         let mut encoded = Vec::new();
-        open.encoder.write(&data, signs, &mut encoded).map_err(SinkError::fatal)?;
+        open.encoder.write(&data, signs, &mut encoded).map_err(fatal)?;
         match &mut open.gz {
             Some(gz) => {
                 gz.write_all(&encoded)?;
@@ -426,11 +464,7 @@ impl DorisWriter {
                 checkpoint: self.checkpoint,
                 run: self.run,
             };
-            self.state
-                .lock()
-                .expect("state lock")
-                .journal_label(&entry)
-                .map_err(|e| SinkError::fatal(e.to_string()))?;
+            self.journal.append(&entry).map_err(|e| fatal(e.to_string()))?;
         }
         let columns: Vec<String> = data.schema().fields().iter().map(|f| f.name().clone()).collect();
         let headers = load_headers(&settings, label.as_deref(), &columns, with_sign, settings.two_phase);
@@ -476,7 +510,7 @@ impl DorisWriter {
             columns: data.schema().fields().iter().map(|f| f.name().clone()).collect(),
         });
         let signs = pending.with_sign.then_some(signs.as_slice());
-        pending.encoder.write(&data, signs, &mut pending.body).map_err(SinkError::fatal)?;
+        pending.encoder.write(&data, signs, &mut pending.body).map_err(fatal)?;
         pending.rows += data.num_rows() as u64;
         if pending.rows >= mode.max_rows || pending.body.len() as u64 >= mode.max_bytes {
             self.flush_table(target).await?;
@@ -508,7 +542,7 @@ impl DorisWriter {
         let mode = settings.batch_mode.clone().expect("batch mode");
         let ts = self.tables.get_mut(target).expect("looked up before");
         let Some(mut pending) = ts.pending.take() else { return Ok(()) };
-        pending.encoder.finish(&mut pending.body).map_err(SinkError::fatal)?;
+        pending.encoder.finish(&mut pending.body).map_err(fatal)?;
         while self.flushing.len() >= mode.queue_size.max(1) {
             if let Some(done) = self.flushing.join_next().await {
                 done??;
@@ -537,6 +571,9 @@ impl DorisWriter {
     pub async fn prepare_commit(&mut self) -> anyhow::Result<Vec<Txn>> {
         let settings = self.settings.clone();
         let targets: Vec<String> = self.tables.keys().cloned().collect();
+        if self.tables.values().any(|t| t.open.is_some()) {
+            self.sync_journal().await?;
+        }
         for target in &targets {
             if settings.batch_mode.is_some() {
                 self.flush_table(target).await?;
@@ -554,16 +591,26 @@ impl DorisWriter {
         while let Some(done) = self.flushing.join_next().await {
             done??;
         }
+        // Tables not written in this interval are forgotten (looked up again when they are).
+        self.tables.retain(|_, t| std::mem::take(&mut t.active) || t.pending.is_some());
         self.checkpoint += 1;
         Ok(std::mem::take(&mut self.precommitted))
     }
 
-    /// Stop every open load so that Doris aborts it (used when the pipeline fails over).
-    pub fn abort(&mut self) {
-        for ts in self.tables.values_mut() {
-            ts.open = None;
+    /// Whether the sink buffers for batch-mode flushes.
+    pub fn wants_ticks(&self) -> bool {
+        self.settings.batch_mode.is_some()
+    }
+
+    /// `db.table` is about to change its schema: end its open load first, so that no load spans
+    /// the change.
+    pub async fn before_schema_change(&mut self, target: &str) -> anyhow::Result<()> {
+        if self.settings.batch_mode.is_some() {
+            return if self.tables.contains_key(target) { self.flush_table(target).await } else { Ok(()) };
         }
-        self.flushing.abort_all();
+        self.end_load(target).await?;
+        self.tables.remove(target);
+        Ok(())
     }
 }
 
@@ -648,14 +695,14 @@ async fn send_chunk(
         Ok(Ok(())) => Ok(()),
         // The request ended early: its task has the reason.
         Ok(Err(_)) => match open.task.take().expect("task present while the body is written").await {
-            Ok(Err(e)) => Err(SinkError::from_doris(e)),
-            Ok(Ok(r)) => Err(SinkError::retry(format!(
+            Ok(Err(e)) => Err(from_doris(e)),
+            Ok(Ok(r)) => Err(retry(format!(
                 "stream load of `{db}.{table}` (label `{}`) ended before its body: {}: {}",
                 r.label, r.status, r.message
             ))),
-            Err(e) => Err(SinkError::retry(format!("stream load of `{db}.{table}`: {e}"))),
+            Err(e) => Err(retry(format!("stream load of `{db}.{table}`: {e}"))),
         },
-        Err(_) => Err(SinkError::retry(format!(
+        Err(_) => Err(retry(format!(
             "stream load of `{db}.{table}`{}: Doris read nothing for {:?} (`request_read_timeout`)",
             open.label.as_deref().map(|l| format!(" (label `{l}`)")).unwrap_or_default(),
             settings.read_timeout
@@ -676,7 +723,7 @@ async fn finish_load(
         let mut tail = gz.finish()?;
         open.buf.append(&mut tail);
     }
-    open.encoder.finish(&mut open.buf).map_err(SinkError::fatal)?;
+    open.encoder.finish(&mut open.buf).map_err(fatal)?;
     if !open.buf.is_empty() {
         let chunk = Bytes::from(std::mem::take(&mut open.buf));
         send_chunk(&mut open, chunk, settings, db, table).await?;
@@ -689,11 +736,11 @@ async fn finish_load(
         Ok(Ok(Ok(r))) => r,
         Ok(Ok(Err(e))) => {
             metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
-            return Err(SinkError::from_doris(e));
+            return Err(from_doris(e));
         }
-        Ok(Err(e)) => return Err(SinkError::retry(format!("stream load of `{db}.{table}` (label `{label}`): {e}"))),
+        Ok(Err(e)) => return Err(retry(format!("stream load of `{db}.{table}` (label `{label}`): {e}"))),
         Err(_) => {
-            return Err(SinkError::retry(format!(
+            return Err(retry(format!(
                 "stream load of `{db}.{table}` (label `{label}`): no reply within {:?} of its end (`request_read_timeout`)",
                 settings.read_timeout
             )));
@@ -717,7 +764,7 @@ async fn finish_load(
         return Ok(None);
     }
     if reply.two_phase_commit.as_deref() != Some("true") {
-        return Err(SinkError::fatal(format!(
+        return Err(fatal(format!(
             "stream load of `{db}.{table}` (label `{label}`) was not pre-committed although `two_phase_commit: true` was sent"
         )));
     }
@@ -742,7 +789,7 @@ async fn load_failure(client: &StreamLoadClient, db: &str, table: &str, reply: &
         message: reply.message.clone(),
         errors,
     };
-    SinkError { message: e.to_string(), retryable: !data_quality }.into()
+    if data_quality { e.into() } else { retry(e.to_string()) }
 }
 
 /// One batch-mode load with retries under the same label.
@@ -776,9 +823,9 @@ async fn batch_load(
                 }
                 _ => load_failure(client, db, table, &r).await,
             },
-            Err(e) => SinkError::from_doris(e),
+            Err(e) => from_doris(e),
         };
-        let retryable = failure.downcast_ref::<SinkError>().is_some_and(|s| s.retryable);
+        let retryable = is_restartable(&failure);
         if !retryable || attempt >= settings.max_retries {
             metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
             return Err(failure);

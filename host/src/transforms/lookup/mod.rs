@@ -11,17 +11,25 @@
 //! memory and read again in the background every `cache.ttl`, the old snapshot served meanwhile.
 
 mod cache;
+mod config;
 pub(crate) mod fetch;
 mod join;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use futures::FutureExt;
+
 use sluice_guest::types::DorisType;
 
+pub use config::*;
 pub use join::LookupJoin;
 
-use crate::pipeline::{DorisSection, JoinKind, LookupTransform};
+use crate::Batch;
+use crate::pipeline::{BuildContext, Checked, DorisSection, PipelineFile, TransformConfig};
+use crate::runtime::{ConcurrentTransform, TableId, Transform, TransformInstance};
 use cache::KeyCache;
 use fetch::Dimension;
 
@@ -199,5 +207,98 @@ impl LookupTable {
     /// Close the connection pool.
     pub async fn close(&self) {
         self.dim.close().await;
+    }
+}
+
+#[async_trait]
+impl TransformConfig for LookupTransform {
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    fn validate(&self, file: &PipelineFile) -> Checked {
+        self.check(file)
+    }
+
+    async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Transform>> {
+        let conn = ctx.doris(self.connection.as_deref()).await?;
+        let connections = self.jdbc.read.thread_size as usize * ctx.parallelism();
+        let table = LookupTable::connect(self, &conn.section, &conn.password, connections).await?;
+        ctx.stats.register(Arc::new(TableMetrics { table: self.table.clone(), metrics: table.metrics.clone() }));
+        Ok(Arc::new(Lookup(table)))
+    }
+}
+
+/// A lookup's counters, labelled with its dimension table.
+struct TableMetrics {
+    table: String,
+    metrics: Arc<LookupMetrics>,
+}
+
+impl crate::metrics::MetricSource for TableMetrics {
+    fn metrics(&self) -> Vec<crate::metrics::Metric> {
+        self.metrics
+            .values()
+            .into_iter()
+            .map(|(name, help, value)| crate::metrics::Metric {
+                name,
+                help,
+                labels: vec![("table", self.table.clone())],
+                value,
+            })
+            .collect()
+    }
+}
+
+/// The lookup transform; its connection pool, cache and counters are shared by the workers.
+pub struct Lookup(pub Arc<LookupTable>);
+
+impl Transform for Lookup {
+    fn instance(
+        &self,
+        _worker: usize,
+        _table: &TableId,
+        input: &SchemaRef,
+        _state: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn TransformInstance>> {
+        Ok(Box::new(LookupJoin::new(self.0.clone(), input)?))
+    }
+
+    fn describe(&self) -> String {
+        format!("lookup: {}", self.0.describe())
+    }
+}
+
+#[async_trait]
+impl TransformInstance for LookupJoin {
+    fn output_schema(&self) -> &SchemaRef {
+        LookupJoin::output_schema(self)
+    }
+
+    async fn process(&mut self, batch: Batch) -> anyhow::Result<Vec<Batch>> {
+        Ok(vec![LookupJoin::process(self, &batch).await?])
+    }
+
+    fn concurrent(&self) -> Option<&dyn ConcurrentTransform> {
+        Some(self)
+    }
+}
+
+impl ConcurrentTransform for LookupJoin {
+    /// The lookup as a task of its own, so it moves on while the worker writes; the task is
+    /// aborted if the returned future is dropped (the worker failed).
+    fn start(&self, batch: Batch) -> futures::future::BoxFuture<'static, anyhow::Result<Vec<Batch>>> {
+        struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+        impl<T> Drop for AbortOnDrop<T> {
+            fn drop(&mut self) {
+                self.0.abort();
+            }
+        }
+        let mut task = AbortOnDrop(tokio::spawn(self.lookup(batch)));
+        async move { Ok(vec![(&mut task.0).await.map_err(|e| anyhow::anyhow!("a lookup task failed: {e}"))??]) }.boxed()
+    }
+
+    fn max_in_flight(&self) -> usize {
+        LookupJoin::max_in_flight(self)
     }
 }

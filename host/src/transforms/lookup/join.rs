@@ -12,11 +12,11 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use tokio::sync::Semaphore;
 
+use super::JoinKind;
 use super::cache::{Key, KeyCache, Matches, Rows};
 use super::fetch::canonical;
 use super::{LookupError, LookupTable};
 use crate::Batch;
-use crate::pipeline::JoinKind;
 
 /// The rows of one chunk of keys, with the chunk.
 type ChunkResult<'a> = Result<(&'a [Key], HashMap<Key, Matches>), LookupError>;

@@ -1,0 +1,73 @@
+//! A Doris connection of a pipeline, opened: the FE client with its credentials, shared by the
+//! sources, sinks and lookups that name it.
+
+use anyhow::Context;
+
+use super::{Credentials, StreamLoadClient};
+use crate::pipeline::DorisSection;
+
+/// `[doris]` or a `[connections.<name>] type = "doris"`, ready to use.
+#[derive(Debug, Clone)]
+pub struct DorisConnection {
+    /// Its name in the pipeline file.
+    pub name: String,
+    pub section: DorisSection,
+    /// From `password` or `password_env`; never printed.
+    pub password: String,
+    pub client: StreamLoadClient,
+}
+
+impl DorisConnection {
+    /// Read the password and make the client; with `auto_redirect = false`, the BEs are
+    /// `benodes`, or those the FE lists.
+    pub async fn open(name: &str, section: &DorisSection) -> anyhow::Result<DorisConnection> {
+        let key =
+            if name == crate::pipeline::DEFAULT_DORIS { "doris".to_string() } else { format!("connections.{name}") };
+        let password = match (&section.password, &section.password_env) {
+            (Some(p), _) => p.clone(),
+            (None, Some(var)) => std::env::var(var)
+                .with_context(|| format!("{key}.password_env: the environment variable `{var}` is not set"))?,
+            (None, None) => String::new(),
+        };
+        let client = StreamLoadClient::new(
+            section.fenodes.addresses(),
+            Credentials::new(section.username.clone(), password.clone()),
+            section.request_connect_timeout.0,
+            section.request_read_timeout.0,
+        )?;
+        let client = if section.auto_redirect {
+            client
+        } else if !section.benodes.is_empty() {
+            client.with_backends(section.benodes.clone())
+        } else {
+            let bes = client.discover_backends().await?;
+            if bes.is_empty() {
+                anyhow::bail!(
+                    "{key}: `auto_redirect = false` and no `benodes`: the FE lists no alive BE in /api/backends"
+                );
+            }
+            client.with_backends(bes)
+        };
+        Ok(DorisConnection { name: name.to_string(), section: section.clone(), password, client })
+    }
+
+    /// The FE's Arrow Flight SQL address: `port` when it is one, else (`-1`) the port the FE
+    /// reports in `SHOW FRONTENDS`.
+    pub async fn flight_addr(&self, port: i32) -> anyhow::Result<String> {
+        let port = match u16::try_from(port) {
+            Ok(p) if p > 0 => p,
+            _ => self.client.flight_sql_port().await?.context(
+                "the Doris FE reports no Arrow Flight SQL port (`SHOW FRONTENDS`); set `flight_sql_port` on the source",
+            )?,
+        };
+        Ok(format!("{}:{port}", self.client.fe_host()))
+    }
+
+    /// `jdbc_url`, for reads over the MySQL protocol.
+    pub fn jdbc_url(&self) -> anyhow::Result<&str> {
+        self.section
+            .jdbc_url
+            .as_deref()
+            .with_context(|| format!("the Doris connection `{}` has no `jdbc_url` (jdbc:mysql://host:9030)", self.name))
+    }
+}

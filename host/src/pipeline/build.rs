@@ -1,0 +1,114 @@
+//! From a pipeline file to a [`Prepared`] pipeline: the state dir opened, the connections the
+//! components name opened once each, every component built through its entry.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context;
+
+use super::model::PipelineFile;
+use crate::doris::DorisConnection;
+use crate::metrics::Stats;
+use crate::runtime::{Named, Prepared};
+use crate::state::StateDir;
+use crate::wasm::{ComponentCache, PluginRuntime};
+
+/// What a component may use while it is built.
+pub struct BuildContext<'a> {
+    /// The pipeline file (for messages).
+    pub file: &'a Path,
+    pub pipeline: &'a PipelineFile,
+    /// The directory paths in the file are relative to.
+    pub base_dir: PathBuf,
+    /// The pipeline's stable identity (made at its first run).
+    pub pipeline_id: String,
+    pub state: Arc<StateDir>,
+    pub stats: Arc<Stats>,
+    doris: tokio::sync::Mutex<HashMap<String, Arc<DorisConnection>>>,
+    plugins: OnceLock<PluginRuntime>,
+}
+
+impl BuildContext<'_> {
+    /// Workers of the pipeline.
+    pub fn parallelism(&self) -> usize {
+        self.pipeline.pipeline.parallelism as usize
+    }
+
+    /// The Doris connection named `name` (or the default one), opened once for all components.
+    pub async fn doris(&self, name: Option<&str>) -> anyhow::Result<Arc<DorisConnection>> {
+        let (name, section) = self.pipeline.doris(name).map_err(|e| anyhow::anyhow!("{}: {e}", self.file.display()))?;
+        let mut open = self.doris.lock().await;
+        if let Some(c) = open.get(name) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(DorisConnection::open(name, section).await.with_context(|| self.file.display().to_string())?);
+        open.insert(name.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// The plugin runtime (one engine and component cache for every plugin).
+    pub fn plugins(&self) -> anyhow::Result<&PluginRuntime> {
+        if let Some(r) = self.plugins.get() {
+            return Ok(r);
+        }
+        let runtime = PluginRuntime::new(ComponentCache::default_location())?;
+        Ok(self.plugins.get_or_init(|| runtime))
+    }
+
+    /// The default Stream Load label prefix: the pipeline's name and stable id.
+    pub fn default_label_prefix(&self) -> String {
+        format!("sluice_{}_{}", self.pipeline.pipeline.name, self.pipeline_id).chars().take(64).collect()
+    }
+}
+
+/// The state dir of a pipeline file: `pipeline.state_dir`, else `.sluice/<name>` beside the file.
+pub fn state_dir_of(file: &Path, pipeline: &PipelineFile) -> PathBuf {
+    let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    match &pipeline.pipeline.state_dir {
+        Some(d) => base.join(d),
+        None => base.join(".sluice").join(&pipeline.pipeline.name),
+    }
+}
+
+/// Open the state dir and build every component: everything short of moving data.
+pub async fn prepare(file: &Path, pipeline: PipelineFile) -> anyhow::Result<Prepared> {
+    let state = Arc::new(StateDir::open(&state_dir_of(file, &pipeline))?);
+    let pipeline_id = state.pipeline_id()?;
+    let ctx = BuildContext {
+        file,
+        pipeline: &pipeline,
+        base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+        pipeline_id,
+        state: state.clone(),
+        stats: Arc::new(Stats::default()),
+        doris: Default::default(),
+        plugins: OnceLock::new(),
+    };
+    let at = |section: &str, line: usize| format!("{}:{line}: {section}", file.display());
+    let entry = &pipeline.source[0];
+    let source = entry.config.build(&entry.name, &ctx).await.with_context(|| at("source", entry.line))?;
+    let mut transforms: Vec<Named<_>> =
+        source.implied_transforms().into_iter().map(|(name, component)| Named { name, component }).collect();
+    for t in &pipeline.transform {
+        let component = t.config.build(&t.name, &ctx).await.with_context(|| at("transform", t.line))?;
+        transforms.push(Named { name: t.name.clone(), component });
+    }
+    let mut sinks = Vec::new();
+    for s in &pipeline.sink {
+        let component = s.config.build(&s.name, &ctx).await.with_context(|| at("sink", s.line))?;
+        sinks.push(Named { name: s.name.clone(), component });
+    }
+    let stats = ctx.stats.clone();
+    Ok(Prepared {
+        file: file.to_path_buf(),
+        name: pipeline.pipeline.name.clone(),
+        parallelism: pipeline.pipeline.parallelism as usize,
+        checkpoint_interval: pipeline.pipeline.checkpoint_interval.0,
+        state,
+        source: Named { name: entry.name.clone(), component: source },
+        transforms,
+        sinks,
+        stats,
+    })
+}

@@ -1,0 +1,131 @@
+//! Every component Sluice has, once: its `type` in a pipeline file and how its entry is read.
+//! A component owns its options, their checks and how it is built (in its own folder under
+//! `sources/`, `transforms/` or `sinks/`); adding one is a line here.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+
+use super::build::BuildContext;
+use super::load::{EntryResult, read};
+use super::model::PipelineFile;
+use crate::runtime::{Sink, Source, Transform};
+
+/// The sources, by `type`.
+pub const SOURCES: &[Kind<dyn SourceConfig>] = &[
+    source::<crate::sources::datagen::DatagenSource>("datagen"),
+    source::<crate::sources::file::FileSource>("file"),
+    source::<crate::sources::doris::DorisSource>("doris"),
+];
+
+/// The transforms, by `type`.
+pub const TRANSFORMS: &[Kind<dyn TransformConfig>] = &[
+    transform::<crate::transforms::wasm::WasmTransform>("wasm"),
+    transform::<crate::transforms::lookup::LookupTransform>("lookup"),
+];
+
+/// The sinks, by `type`.
+pub const SINKS: &[Kind<dyn SinkConfig>] =
+    &[sink::<crate::sinks::doris::DorisSink>("doris"), sink::<crate::sinks::blackhole::BlackholeSink>("blackhole")];
+
+/// A component type: its name in `type = "…"` and how its options are read.
+pub struct Kind<T: ?Sized> {
+    pub name: &'static str,
+    pub read: fn(toml::Table) -> EntryResult<Arc<T>>,
+}
+
+/// The checks a component's options need beyond what serde says: `Err((key, message))`, with
+/// the key as written in the file (`source.table`).
+pub type Checked = Result<(), (String, String)>;
+
+/// A `[[source]]` entry.
+#[async_trait]
+pub trait SourceConfig: Debug + Send + Sync + AsAny {
+    /// `name = "…"`, when given.
+    fn name(&self) -> Option<&str>;
+    fn validate(&self, _file: &PipelineFile) -> Checked {
+        Ok(())
+    }
+    /// `name` is the source's name in the pipeline (and the key of its state).
+    async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>>;
+}
+
+/// A `[[transform]]` entry.
+#[async_trait]
+pub trait TransformConfig: Debug + Send + Sync + AsAny {
+    fn name(&self) -> Option<&str>;
+    fn validate(&self, _file: &PipelineFile) -> Checked {
+        Ok(())
+    }
+    async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Transform>>;
+}
+
+/// A `[[sink]]` entry.
+#[async_trait]
+pub trait SinkConfig: Debug + Send + Sync + AsAny {
+    fn name(&self) -> Option<&str>;
+    fn validate(&self, _file: &PipelineFile) -> Checked {
+        Ok(())
+    }
+    /// `name` is the sink's name in the pipeline (and the key of its state).
+    async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>>;
+}
+
+const fn source<T: SourceConfig + DeserializeOwned + 'static>(name: &'static str) -> Kind<dyn SourceConfig> {
+    fn read_as<T: SourceConfig + DeserializeOwned + 'static>(t: toml::Table) -> EntryResult<Arc<dyn SourceConfig>> {
+        Ok(Arc::new(read::<T>(t)?))
+    }
+    Kind { name, read: read_as::<T> }
+}
+
+const fn transform<T: TransformConfig + DeserializeOwned + 'static>(name: &'static str) -> Kind<dyn TransformConfig> {
+    fn read_as<T: TransformConfig + DeserializeOwned + 'static>(
+        t: toml::Table,
+    ) -> EntryResult<Arc<dyn TransformConfig>> {
+        Ok(Arc::new(read::<T>(t)?))
+    }
+    Kind { name, read: read_as::<T> }
+}
+
+const fn sink<T: SinkConfig + DeserializeOwned + 'static>(name: &'static str) -> Kind<dyn SinkConfig> {
+    fn read_as<T: SinkConfig + DeserializeOwned + 'static>(t: toml::Table) -> EntryResult<Arc<dyn SinkConfig>> {
+        Ok(Arc::new(read::<T>(t)?))
+    }
+    Kind { name, read: read_as::<T> }
+}
+
+/// The `name = "…"` of any entry.
+pub trait Named {
+    fn given_name(&self) -> Option<&str>;
+}
+
+impl Named for dyn SourceConfig {
+    fn given_name(&self) -> Option<&str> {
+        self.name()
+    }
+}
+
+impl Named for dyn TransformConfig {
+    fn given_name(&self) -> Option<&str> {
+        self.name()
+    }
+}
+
+impl Named for dyn SinkConfig {
+    fn given_name(&self) -> Option<&str> {
+        self.name()
+    }
+}
+
+/// A component's options as their own type (for tests and tools that know it).
+pub trait AsAny {
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: std::any::Any> AsAny for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,335 @@
+//! One worker: its source reader's task, and the task that runs its transforms and sink writers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use arrow::datatypes::SchemaRef;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+
+use super::event::{Event, SchemaChange, TableId};
+use super::sink::SinkWriter;
+use super::source::SourceReader;
+use super::transform::{Transform, TransformInstance};
+use super::{Named, Stats};
+use crate::Batch;
+
+/// What a reader's task sends its worker.
+pub(super) enum Message {
+    Event(Event),
+    Barrier { id: u64, position: serde_json::Value, exhausted: bool },
+}
+
+/// A worker's acknowledgement of a barrier.
+pub(super) struct Ack {
+    pub worker: usize,
+    pub id: u64,
+    pub position: serde_json::Value,
+    pub exhausted: bool,
+    /// Per transform: the worker's state (`{table: state}`), when it keeps one.
+    pub transform_states: Vec<Option<serde_json::Value>>,
+    /// Per sink: what its committer must commit.
+    pub committables: Vec<serde_json::Value>,
+}
+
+/// A barrier request: checkpoint `id`; `last` = the sources stop after it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Trigger {
+    pub id: u64,
+    pub last: bool,
+}
+
+/// What a reader's task talks to.
+pub(super) struct Feed {
+    pub worker: usize,
+    pub tx: mpsc::Sender<Message>,
+    pub triggers: watch::Receiver<Trigger>,
+    /// The last checkpoint completed (committed).
+    pub completed: watch::Receiver<u64>,
+    pub exhausted: mpsc::UnboundedSender<usize>,
+    pub stats: Arc<Stats>,
+}
+
+type Fetch = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = (Box<dyn SourceReader>, anyhow::Result<Option<Event>>, serde_json::Value)>
+            + Send,
+    >,
+>;
+
+/// Ask the reader for its next event; the reader travels with the request, so a barrier can be
+/// answered while a slow request (a poll interval, a server-side wait) is still pending.
+fn fetch(mut reader: Box<dyn SourceReader>) -> Fetch {
+    Box::pin(async move {
+        let event = reader.next().await;
+        let position = reader.position();
+        (reader, event, position)
+    })
+}
+
+/// Feeds one worker: events, and a barrier with the position after the last event sent whenever
+/// the coordinator asks for a checkpoint.
+pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -> anyhow::Result<()> {
+    let mut answered = feed.triggers.borrow().id;
+    let mut notified = *feed.completed.borrow();
+    let mut exhausted = false;
+    let mut position = reader.position();
+    let mut pending = fetch(reader);
+    loop {
+        let t = *feed.triggers.borrow_and_update();
+        if t.id > answered {
+            answered = t.id;
+            let barrier = Message::Barrier { id: t.id, position: position.clone(), exhausted };
+            if feed.tx.send(barrier).await.is_err() || t.last {
+                return Ok(());
+            }
+            continue;
+        }
+        if exhausted {
+            if feed.triggers.changed().await.is_err() {
+                return Ok(());
+            }
+            continue;
+        }
+        tokio::select! {
+            biased;
+            changed = feed.triggers.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+            }
+            (mut reader, event, after) = &mut pending => {
+                match event? {
+                    Some(event) => {
+                        if let Event::Data { batch, .. } = &event {
+                            feed.stats.rows_read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                        }
+                        if feed.tx.send(Message::Event(event)).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    None => {
+                        exhausted = true;
+                        let _ = feed.exhausted.send(feed.worker);
+                    }
+                }
+                position = after;
+                let completed = *feed.completed.borrow();
+                if completed > notified {
+                    notified = completed;
+                    reader.on_checkpoint_complete(completed).await?;
+                }
+                pending = fetch(reader);
+            }
+        }
+    }
+}
+
+/// One table's transform instances, made for its current schema.
+struct Chain {
+    input: SchemaRef,
+    instances: Vec<Box<dyn TransformInstance>>,
+}
+
+impl Chain {
+    /// The first instance whose work may overlap the next batches', if any.
+    fn concurrent_at(&self) -> Option<usize> {
+        self.instances.iter().position(|i| i.concurrent().is_some())
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.instances.last().map_or_else(|| self.input.clone(), |i| i.output_schema().clone())
+    }
+}
+
+/// Batches of one table whose overlapping transform is at work, in input order.
+type InFlight = futures::stream::FuturesOrdered<BoxFuture<'static, (TableId, usize, anyhow::Result<Vec<Batch>>)>>;
+
+/// The worker: transforms per table, then each batch to exactly one sink.
+pub(super) struct Worker {
+    pub worker: usize,
+    pub transforms: Arc<[Named<Arc<dyn Transform>>]>,
+    /// Per transform: its state for this worker in the last checkpoint (`{table: state}`).
+    pub restored: Vec<Option<serde_json::Value>>,
+    /// One per sink, in the pipeline's order.
+    pub writers: Vec<Box<dyn SinkWriter>>,
+    /// Per sink: the table it claims for routing.
+    pub routes: Vec<Option<String>>,
+    pub acks: mpsc::UnboundedSender<Ack>,
+    pub stats: Arc<Stats>,
+}
+
+/// What a worker does next.
+enum Step {
+    Message(Option<Message>),
+    /// The oldest batch in flight is done.
+    Joined((TableId, usize, anyhow::Result<Vec<Batch>>)),
+    Tick,
+}
+
+impl Worker {
+    pub(super) async fn run(mut self, mut rx: mpsc::Receiver<Message>) -> anyhow::Result<()> {
+        let ticks = self.writers.iter().any(|w| w.wants_ticks());
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut chains: HashMap<TableId, Chain> = HashMap::new();
+        let mut in_flight: InFlight = futures::stream::FuturesOrdered::new();
+        let mut max_in_flight = 1;
+        loop {
+            let (joined_ready, room) = (!in_flight.is_empty(), in_flight.len() < max_in_flight);
+            let step = tokio::select! {
+                Some(joined) = in_flight.next(), if joined_ready => Step::Joined(joined),
+                m = rx.recv(), if room => Step::Message(m),
+                _ = tick.tick(), if ticks => Step::Tick,
+            };
+            match step {
+                Step::Tick => {
+                    for w in &mut self.writers {
+                        w.tick().await?;
+                    }
+                }
+                Step::Joined((table, at, batches)) => self.finish(&mut chains, &table, at + 1, batches?).await?,
+                Step::Message(None) => return Ok(()),
+                Step::Message(Some(Message::Event(Event::Data { table, batch }))) => {
+                    // An empty batch is a source's way of saying "nothing new, but I moved on".
+                    if batch.num_rows() == 0 {
+                        continue;
+                    }
+                    if !chains.get(&table).is_some_and(|c| c.input == batch.data.schema()) {
+                        let chain = self.chain(&table, &batch.data.schema(), chains.remove(&table))?;
+                        chains.insert(table.clone(), chain);
+                    }
+                    let chain = chains.get_mut(&table).expect("made above");
+                    let Some(at) = chain.concurrent_at() else {
+                        let end = chain.instances.len();
+                        let out = run_chain(&mut chain.instances[..end], vec![batch]).await?;
+                        self.write(&table, out).await?;
+                        continue;
+                    };
+                    let batches = run_chain(&mut chain.instances[..at], vec![batch]).await?;
+                    let concurrent = chain.instances[at].concurrent().expect("concurrent_at");
+                    max_in_flight = concurrent.max_in_flight().max(1);
+                    for b in batches {
+                        let work = concurrent.start(b);
+                        let table = table.clone();
+                        in_flight.push_back(Box::pin(async move { (table, at, work.await) }));
+                    }
+                }
+                Step::Message(Some(Message::Event(Event::SchemaChange(change)))) => {
+                    self.drain(&mut chains, &mut in_flight).await?;
+                    let chain = self.chain(&change.table, &change.schema, chains.remove(&change.table))?;
+                    let out = SchemaChange { schema: chain.output_schema(), ..change };
+                    chains.insert(out.table.clone(), chain);
+                    let sink = self.route(Some(out.table.as_str()));
+                    self.writers[sink].schema_change(&out).await?;
+                }
+                Step::Message(Some(Message::Barrier { id, position, exhausted })) => {
+                    self.drain(&mut chains, &mut in_flight).await?;
+                    let transform_states = self.snapshot(&chains);
+                    let mut committables = Vec::with_capacity(self.writers.len());
+                    for w in &mut self.writers {
+                        committables.push(w.prepare_commit(id).await?);
+                    }
+                    let ack = Ack { worker: self.worker, id, position, exhausted, transform_states, committables };
+                    if self.acks.send(ack).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Instances of every transform for `table` with columns `input`. Each starts from the state
+    /// of the instance it replaces, else from the checkpoint.
+    fn chain(&self, table: &TableId, input: &SchemaRef, old: Option<Chain>) -> anyhow::Result<Chain> {
+        let mut schema = input.clone();
+        let mut instances = Vec::with_capacity(self.transforms.len());
+        for (i, t) in self.transforms.iter().enumerate() {
+            let state = match old.as_ref().and_then(|c| c.instances.get(i)) {
+                Some(inst) => inst.snapshot(),
+                None => self.restored[i].as_ref().and_then(|s| s.get(table.as_str())).cloned(),
+            };
+            let inst =
+                tokio::task::block_in_place(|| t.component.instance(self.worker, table, &schema, state.as_ref()))
+                    .with_context(|| format!("transform `{}` for `{table}`", t.name))?;
+            schema = inst.output_schema().clone();
+            instances.push(inst);
+        }
+        Ok(Chain { input: input.clone(), instances })
+    }
+
+    /// Every transform's state: its instances' snapshots, and the checkpoint's state of tables
+    /// this run has not seen yet (so it is not lost).
+    fn snapshot(&self, chains: &HashMap<TableId, Chain>) -> Vec<Option<serde_json::Value>> {
+        (0..self.transforms.len())
+            .map(|i| {
+                let mut states = match self.restored[i].as_ref() {
+                    Some(serde_json::Value::Object(m)) => m.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                for (table, chain) in chains {
+                    if let Some(s) = chain.instances[i].snapshot() {
+                        states.insert(table.to_string(), s);
+                    }
+                }
+                (!states.is_empty()).then_some(serde_json::Value::Object(states))
+            })
+            .collect()
+    }
+
+    /// Wait for the batches in flight and pass them on.
+    async fn drain(&mut self, chains: &mut HashMap<TableId, Chain>, in_flight: &mut InFlight) -> anyhow::Result<()> {
+        while let Some((table, at, batches)) = in_flight.next().await {
+            self.finish(chains, &table, at + 1, batches?).await?;
+        }
+        Ok(())
+    }
+
+    /// `batches` of `table` through its transforms from `from` on, then to the sinks.
+    async fn finish(
+        &mut self,
+        chains: &mut HashMap<TableId, Chain>,
+        table: &TableId,
+        from: usize,
+        batches: Vec<Batch>,
+    ) -> anyhow::Result<()> {
+        let chain = chains.get_mut(table).context("a batch came back for a table without transforms")?;
+        let out = run_chain(&mut chain.instances[from..], batches).await?;
+        self.write(table, out).await
+    }
+
+    /// The sink of a batch routed to `target`: the one that claims it, else the first.
+    fn route(&self, target: Option<&str>) -> usize {
+        target.and_then(|t| self.routes.iter().position(|r| r.as_deref() == Some(t))).unwrap_or(0)
+    }
+
+    async fn write(&mut self, table: &TableId, batches: Vec<Batch>) -> anyhow::Result<()> {
+        let rows: usize = batches.iter().map(Batch::num_rows).sum();
+        self.stats.rows_transformed.fetch_add(rows as u64, Ordering::Relaxed);
+        for b in &batches {
+            let sink = self.route(b.table.as_deref());
+            self.writers[sink].write(table, b).await?;
+        }
+        self.stats.rows_written.fetch_add(rows as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// `batches` through `instances`, one after another.
+async fn run_chain(
+    instances: &mut [Box<dyn TransformInstance>],
+    mut batches: Vec<Batch>,
+) -> anyhow::Result<Vec<Batch>> {
+    for t in instances {
+        let mut next = Vec::with_capacity(batches.len());
+        for b in batches {
+            next.extend(t.process(b).await?);
+        }
+        batches = next;
+    }
+    Ok(batches)
+}

@@ -1,0 +1,140 @@
+//! The Doris sink's committer: commits the pre-committed transactions of a durable checkpoint,
+//! and after a crash rolls back every other load the sink journaled.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::doris::{DorisError, StreamLoadClient, TxnOutcome};
+use crate::runtime::{Committer, Restartable};
+use crate::state::Journal;
+
+/// A transaction pre-committed by a checkpoint, committed once the checkpoint is durable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Txn {
+    pub db: String,
+    pub table: String,
+    pub label: String,
+    pub txn_id: i64,
+}
+
+/// A label, journaled when its load starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelEntry {
+    pub db: String,
+    pub table: String,
+    pub label: String,
+    pub checkpoint: u64,
+    pub run: u64,
+}
+
+/// Commits of one Doris sink.
+pub struct DorisCommitter {
+    pub client: StreamLoadClient,
+    pub journal: Arc<Journal>,
+    /// Commits tried again after a failure.
+    pub commit_retries: Arc<AtomicU64>,
+}
+
+/// Commit attempts after the first, before the failure restarts the pipeline.
+const COMMIT_RETRIES: u32 = 5;
+
+impl DorisCommitter {
+    /// Commit one transaction, retrying what may pass on a second try.
+    async fn commit_one(&self, t: &Txn) -> anyhow::Result<()> {
+        let mut attempt = 0;
+        loop {
+            match self.client.commit(&t.db, t.txn_id).await {
+                Ok(_) => return Ok(()),
+                Err(e @ DorisError::Txn { .. })
+                    if e.to_string().contains("aborted") || e.to_string().contains("not found") =>
+                {
+                    anyhow::bail!(
+                        "cannot commit `{}.{}` label `{}`: {e}; the rows of that load are not in Doris",
+                        t.db,
+                        t.table,
+                        t.label
+                    );
+                }
+                Err(e) if attempt < COMMIT_RETRIES => {
+                    attempt += 1;
+                    self.commit_retries.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(label = %t.label, "commit failed, retrying: {e}");
+                    tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
+                }
+                Err(e) => return Err(Restartable::error(e.to_string())),
+            }
+        }
+    }
+
+    async fn blocking(
+        &self,
+        f: impl FnOnce(&Journal) -> Result<(), crate::state::StateError> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let journal = self.journal.clone();
+        tokio::task::spawn_blocking(move || f(&journal)).await??;
+        Ok(())
+    }
+}
+
+/// The transactions of every worker's committables.
+fn txns(committables: &[serde_json::Value]) -> anyhow::Result<Vec<Txn>> {
+    let mut out = Vec::new();
+    for c in committables.iter().filter(|c| !c.is_null()) {
+        let list: Vec<Txn> = serde_json::from_value(c.clone())
+            .map_err(|e| anyhow::anyhow!("the checkpoint's Doris transactions are not readable ({e}): {c}"))?;
+        out.extend(list);
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Committer for DorisCommitter {
+    /// The loads of one table one after another in the order they were written (a later load of
+    /// a checkpoint may change rows an earlier one wrote), different tables at once.
+    async fn commit(&self, _id: u64, committables: &[serde_json::Value]) -> anyhow::Result<u64> {
+        let all = txns(committables)?;
+        let mut tables: Vec<Vec<&Txn>> = Vec::new();
+        for t in &all {
+            match tables.iter_mut().find(|g| g[0].db == t.db && g[0].table == t.table) {
+                Some(group) => group.push(t),
+                None => tables.push(vec![t]),
+            }
+        }
+        let groups = tables.into_iter().map(|group| async move {
+            for t in group {
+                self.commit_one(t).await?;
+            }
+            Ok::<(), anyhow::Error>(())
+        });
+        for r in futures::future::join_all(groups).await {
+            r?;
+        }
+        Ok(all.len() as u64)
+    }
+
+    async fn recover(&self, committed: &[serde_json::Value]) -> anyhow::Result<()> {
+        let committed = txns(committed)?;
+        let journal = self.journal.clone();
+        let entries: Vec<LabelEntry> = tokio::task::spawn_blocking(move || journal.entries()).await??;
+        let mut aborted = 0;
+        for entry in entries.iter().filter(|e| !committed.iter().any(|t| t.label == e.label)) {
+            match self.client.abort_label(&entry.db, &entry.label).await {
+                Ok(TxnOutcome::Done) => aborted += 1,
+                Ok(TxnOutcome::AlreadyDone) => {}
+                Err(e) => return Err(Restartable::error(e.to_string())),
+            }
+        }
+        if aborted > 0 {
+            tracing::info!("aborted {aborted} load(s) left open by an earlier run");
+        }
+        self.blocking(|j| j.retain(|_: &LabelEntry| false)).await
+    }
+
+    async fn on_checkpoint_complete(&self, id: u64) -> anyhow::Result<()> {
+        self.blocking(move |j| j.retain(|e: &LabelEntry| e.checkpoint > id)).await
+    }
+}

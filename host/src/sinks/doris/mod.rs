@@ -1,0 +1,366 @@
+//! `type = "doris"`: Apache Doris through Stream Load — exactly once with two-phase commit tied
+//! to checkpoints ([`writer`], [`committer`]), or batch mode; tables created or altered as schema
+//! changes reach it ([`schema`]).
+
+pub mod committer;
+pub mod schema;
+pub mod writer;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::Batch;
+use crate::doris::DorisConnection;
+use crate::metrics::{Metric, MetricSource};
+use crate::pipeline::{BuildContext, ByteSize, Checked, Duration, PipelineFile, SinkConfig};
+use crate::runtime::{Committer, SchemaChange, Sink, SinkWriter, TableId, WriterContext};
+use committer::DorisCommitter;
+use writer::{DorisWriter, SinkMetrics, SinkSettings, from_doris};
+
+/// `type = "doris"` — the connector's `sink.*` options.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DorisSink {
+    pub name: Option<String>,
+    /// The Doris connection to write (default: `[doris]`).
+    pub connection: Option<String>,
+    /// `db.table` (the connector's `table.identifier`); batches routed elsewhere by a transform
+    /// go to their own table.
+    pub table: String,
+    /// Label prefix; defaults to a stable id of the pipeline.
+    pub label_prefix: Option<String>,
+    /// Exactly-once through two-phase commit tied to checkpoints (default true).
+    #[serde(default = "default_true")]
+    pub enable_2pc: bool,
+    /// Turn delete rows into `__DORIS_DELETE_SIGN__` (default true, UNIQUE tables only).
+    #[serde(default = "default_true")]
+    pub enable_delete: bool,
+    /// Size of one write buffer (default 1MB).
+    #[serde(default = "default_buffer_size")]
+    pub buffer_size: ByteSize,
+    /// Number of write buffers (default 3).
+    #[serde(default = "default_buffer_count")]
+    pub buffer_count: u32,
+    /// Retries of a failed load or commit (default 3).
+    #[serde(default = "default_request_retries")]
+    pub max_retries: u32,
+    /// `sink.ignore.update-before` (default true).
+    #[serde(default)]
+    pub ignore: IgnoreOptions,
+    /// `sink.enable.batch-mode` (default false).
+    #[serde(default)]
+    pub enable: EnableOptions,
+    /// `sink.buffer-flush.*` (batch mode).
+    #[serde(default)]
+    pub buffer_flush: BufferFlush,
+    /// `sink.flush.queue-size` (batch mode, default 2).
+    #[serde(default)]
+    pub flush: FlushOptions,
+    /// Stream Load headers (`sink.properties.*`), e.g. `properties.format = "json"`.
+    #[serde(default)]
+    pub properties: BTreeMap<String, toml::Value>,
+    /// Stream Loads a worker keeps open at once, over all tables (default 64); one more ends the
+    /// least recently written.
+    #[serde(default = "default_max_open_loads")]
+    pub max_open_loads: u32,
+}
+
+fn default_max_open_loads() -> u32 {
+    64
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_request_retries() -> u32 {
+    3
+}
+
+fn default_buffer_size() -> ByteSize {
+    ByteSize(1024 * 1024)
+}
+
+fn default_buffer_count() -> u32 {
+    3
+}
+
+/// `ignore.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IgnoreOptions {
+    #[serde(default = "default_true")]
+    pub update_before: bool,
+}
+
+impl Default for IgnoreOptions {
+    fn default() -> Self {
+        Self { update_before: true }
+    }
+}
+
+/// `enable.*`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnableOptions {
+    #[serde(default)]
+    pub batch_mode: bool,
+}
+
+/// `buffer_flush.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferFlush {
+    /// Rows per load (default 500000).
+    #[serde(default = "default_max_rows")]
+    pub max_rows: u64,
+    /// Bytes per load (default 100MB).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: ByteSize,
+    /// Longest time between loads (default 10s).
+    #[serde(default = "default_flush_interval")]
+    pub interval: Duration,
+}
+
+impl Default for BufferFlush {
+    fn default() -> Self {
+        Self { max_rows: default_max_rows(), max_bytes: default_max_bytes(), interval: default_flush_interval() }
+    }
+}
+
+fn default_max_rows() -> u64 {
+    500_000
+}
+
+fn default_max_bytes() -> ByteSize {
+    ByteSize(100 * 1024 * 1024)
+}
+
+fn default_flush_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// `flush.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlushOptions {
+    /// Loads in flight in batch mode (default 2).
+    #[serde(default = "default_queue_size")]
+    pub queue_size: u32,
+}
+
+impl Default for FlushOptions {
+    fn default() -> Self {
+        Self { queue_size: default_queue_size() }
+    }
+}
+
+fn default_queue_size() -> u32 {
+    2
+}
+
+#[async_trait]
+impl SinkConfig for DorisSink {
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    fn validate(&self, file: &PipelineFile) -> Checked {
+        if self.table.split('.').count() != 2 || self.table.split('.').any(str::is_empty) {
+            return Err(("sink.table".into(), format!("expected `db.table`, got {:?}", self.table)));
+        }
+        file.doris_of("sink", self.connection.as_deref())?;
+        if self.buffer_count == 0 {
+            return Err(("sink.buffer_count".into(), "must be at least 1".into()));
+        }
+        if self.enable.batch_mode && self.flush.queue_size == 0 {
+            return Err(("sink.flush.queue_size".into(), "must be at least 1".into()));
+        }
+        if self.max_open_loads == 0 {
+            return Err(("sink.max_open_loads".into(), "must be at least 1".into()));
+        }
+        SinkSettings::new(self, "sluice", std::time::Duration::from_secs(1))?;
+        Ok(())
+    }
+
+    async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>> {
+        let conn = ctx.doris(self.connection.as_deref()).await?;
+        let settings = SinkSettings::new(self, &ctx.default_label_prefix(), conn.section.request_read_timeout.0)
+            .map_err(|(key, msg)| anyhow::anyhow!("{key}: {msg}"))?;
+        let journal = Arc::new(ctx.state.journal(name)?);
+        let metrics = Arc::new(DorisSinkMetrics { sink: name.to_string(), ..Default::default() });
+        ctx.stats.register(metrics.clone());
+        let committer = DorisCommitter {
+            client: conn.client.clone(),
+            journal: journal.clone(),
+            commit_retries: metrics.commit_retries.clone(),
+        };
+        Ok(Arc::new(DorisTarget {
+            settings: Arc::new(settings),
+            conn,
+            journal,
+            metrics,
+            committer,
+            claims: self.table.clone(),
+        }))
+    }
+}
+
+/// A Doris sink, built.
+struct DorisTarget {
+    settings: Arc<SinkSettings>,
+    conn: Arc<DorisConnection>,
+    journal: Arc<crate::state::Journal>,
+    metrics: Arc<DorisSinkMetrics>,
+    committer: DorisCommitter,
+    /// `table`, for routing.
+    claims: String,
+}
+
+/// The sink's counters: the Flink connector's load metrics and Sluice's retries.
+#[derive(Default)]
+struct DorisSinkMetrics {
+    sink: String,
+    loads: Arc<SinkMetrics>,
+    commit_retries: Arc<AtomicU64>,
+}
+
+impl MetricSource for DorisSinkMetrics {
+    fn metrics(&self) -> Vec<Metric> {
+        let labels = vec![("sink", self.sink.clone())];
+        let mut out: Vec<Metric> = self
+            .loads
+            .values()
+            .into_iter()
+            .map(|(name, value)| Metric {
+                name,
+                help: "Doris sink (Flink connector metric name).",
+                labels: labels.clone(),
+                value,
+            })
+            .collect();
+        out.push(Metric {
+            name: "load_retries",
+            help: "Batch-mode loads tried again under their label.",
+            labels: labels.clone(),
+            value: self.loads.load_retries.load(Ordering::Relaxed),
+        });
+        out.push(Metric {
+            name: "commit_retries",
+            help: "Commits tried again after a failure.",
+            labels,
+            value: self.commit_retries.load(Ordering::Relaxed),
+        });
+        out
+    }
+}
+
+#[async_trait]
+impl Sink for DorisTarget {
+    fn claims(&self) -> Option<&str> {
+        Some(&self.claims)
+    }
+
+    async fn writer(&self, ctx: WriterContext) -> anyhow::Result<Box<dyn SinkWriter>> {
+        let w = DorisWriter::new(
+            self.settings.clone(),
+            self.conn.client.clone(),
+            self.journal.clone(),
+            self.metrics.loads.clone(),
+            ctx,
+        );
+        Ok(Box::new(DorisSinkWriter { writer: w, conn: self.conn.clone() }))
+    }
+
+    fn committer(&self) -> &dyn Committer {
+        &self.committer
+    }
+
+    fn max_restarts(&self) -> Option<u32> {
+        Some(self.settings.max_retries)
+    }
+
+    fn written_tables(&self) -> Vec<String> {
+        vec![format!("{}.{}", self.settings.default_db, self.settings.default_table)]
+    }
+
+    async fn check(&self, schema: Option<&arrow::datatypes::SchemaRef>) -> anyhow::Result<String> {
+        let s = &self.settings;
+        let info = self.conn.client.table_info(&s.default_db, &s.default_table).await?;
+        if let Some(schema) = schema {
+            let missing: Vec<&str> = schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .filter(|c| !info.columns.iter().any(|t| t.eq_ignore_ascii_case(c)))
+                .collect();
+            if !missing.is_empty() && !s.user_columns {
+                anyhow::bail!(
+                    "table `{}.{}` has no column {}; its columns are {}",
+                    s.default_db,
+                    s.default_table,
+                    missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+                    info.columns.join(", ")
+                );
+            }
+        }
+        let mode = match (&s.batch_mode, s.two_phase) {
+            (Some(_), _) => "batch mode, retries keep their label",
+            (None, true) => "exactly-once (2PC at checkpoints)",
+            (None, false) => "at-least-once (loads committed at checkpoints)",
+        };
+        Ok(format!(
+            "{}.{} ({}, {mode}, format {}, label prefix {})",
+            s.default_db, s.default_table, info.keys_type, s.format, s.label_prefix
+        ))
+    }
+}
+
+/// A worker's writer of a Doris sink.
+struct DorisSinkWriter {
+    writer: DorisWriter,
+    conn: Arc<DorisConnection>,
+}
+
+#[async_trait]
+impl SinkWriter for DorisSinkWriter {
+    async fn write(&mut self, _table: &TableId, batch: &Batch) -> anyhow::Result<()> {
+        self.writer.write(batch).await
+    }
+
+    /// Create the table when it does not exist, else add and drop columns to match; the open
+    /// load of the table is ended first, so no load spans the change.
+    async fn schema_change(&mut self, change: &SchemaChange) -> anyhow::Result<()> {
+        let target = self.writer.default_target();
+        let (db, table) = target.split_once('.').context("the sink's table is `db.table`")?;
+        self.writer.before_schema_change(&target).await?;
+        let client = &self.conn.client;
+        let statements = match client.table_info(db, table).await {
+            Ok(info) => schema::alter_table(db, table, &info.columns, change)?,
+            Err(crate::doris::DorisError::Table { .. }) => vec![schema::create_table(db, table, change)?],
+            Err(e) => return Err(from_doris(e)),
+        };
+        for stmt in statements {
+            tracing::info!(table = %target, "schema change of `{}`: {stmt}", change.table);
+            client.query(db, &stmt).await.with_context(|| format!("`{target}`: {stmt}"))?;
+        }
+        Ok(())
+    }
+
+    async fn prepare_commit(&mut self, _checkpoint: u64) -> anyhow::Result<serde_json::Value> {
+        Ok(serde_json::to_value(self.writer.prepare_commit().await?)?)
+    }
+
+    fn wants_ticks(&self) -> bool {
+        self.writer.wants_ticks()
+    }
+
+    async fn tick(&mut self) -> anyhow::Result<()> {
+        self.writer.tick().await
+    }
+}
