@@ -44,6 +44,37 @@ impl FlightReader {
         Ok(Self { client, url })
     }
 
+    /// Connect to the first of `addrs` (`host:port`, one per FE) that accepts a connection, and
+    /// log in there. Only a failure to connect moves on to the next; when all fail, the error
+    /// names each address and what it said.
+    pub async fn connect_any(
+        addrs: &[String],
+        credentials: &Credentials,
+        timeout: Duration,
+    ) -> Result<Self, DorisError> {
+        let mut failures = Vec::new();
+        for addr in addrs {
+            match Self::connect(addr, credentials, timeout).await {
+                Err(DorisError::Connect { url, detail }) => failures.push((url, detail)),
+                other => return other,
+            }
+        }
+        match failures.len() {
+            0 => Err(DorisError::Connect { url: String::new(), detail: "no Arrow Flight SQL address to try".into() }),
+            1 => {
+                let (url, detail) = failures.remove(0);
+                Err(DorisError::Connect { url, detail })
+            }
+            n => Err(DorisError::Connect {
+                url: addrs.join(", "),
+                detail: format!(
+                    "none of the {n} FEs answered ({})",
+                    failures.iter().map(|(url, detail)| format!("{url}: {detail}")).collect::<Vec<_>>().join("; ")
+                ),
+            }),
+        }
+    }
+
     /// The schema of the result of `sql`, and the tickets that stream it.
     pub async fn execute(&mut self, sql: &str) -> Result<(SchemaRef, Vec<Ticket>), DorisError> {
         let info = self.client.execute(sql.to_string(), None).await.map_err(|e| flight_error(&self.url, e))?;

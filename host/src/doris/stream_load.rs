@@ -5,6 +5,8 @@
 //! streamed body, so the BE is resolved first with an empty probe request, and the body is then
 //! streamed straight to the BE with credentials.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, EXPECT, HeaderMap, HeaderName, HeaderValue, LOCATION};
@@ -130,11 +132,19 @@ pub enum TxnOutcome {
     AlreadyDone,
 }
 
-/// A Stream Load client for one Doris cluster.
+/// A client for one Doris cluster: the FE's REST and SQL API, TSO, query plan, Stream Load and
+/// its two-phase commit.
+///
+/// With several FEs, a request goes to the FE that answered last and moves on to the next one
+/// only when it cannot connect (refused, connect timeout): an FE that answers, even with an error,
+/// has spoken, and a request that may have reached it is never sent to another.
 #[derive(Debug, Clone)]
 pub struct StreamLoadClient {
     http: reqwest::Client,
     fenodes: Vec<String>,
+    /// Index into `fenodes` of the FE that answered last; shared by the clones of a client, so
+    /// every worker skips an FE that one of them found dead.
+    current_fe: Arc<AtomicUsize>,
     credentials: Credentials,
     read_timeout: Duration,
     /// BE addresses loads go to directly (`auto_redirect = false`); empty = through the FE.
@@ -174,11 +184,38 @@ impl StreamLoadClient {
             .connect_timeout(connect_timeout)
             .build()
             .map_err(|e| DorisError::Connect { url: fenodes.join(","), detail: e.to_string() })?;
-        Ok(Self { http, fenodes, credentials, read_timeout, backends: Vec::new() })
+        let fenodes = if fenodes.is_empty() { vec!["127.0.0.1:8030".to_string()] } else { fenodes };
+        Ok(Self { http, fenodes, current_fe: Arc::default(), credentials, read_timeout, backends: Vec::new() })
     }
 
+    /// The FE that answered last (the first of `fenodes` before any did).
     fn fe(&self) -> &str {
-        self.fenodes.first().map(String::as_str).unwrap_or("127.0.0.1:8030")
+        &self.fenodes[self.current_fe.load(Ordering::Relaxed) % self.fenodes.len()]
+    }
+
+    /// Send a request built by `request` for `path` to the FEs in turn, starting with the one that
+    /// answered last, until one answers. Only a failure to connect moves on to the next FE; when
+    /// every FE fails the error names each and what it said.
+    async fn send_fe(
+        &self,
+        path: &str,
+        request: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<(String, reqwest::Response), DorisError> {
+        let first = self.current_fe.load(Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for i in (0..self.fenodes.len()).map(|k| (first + k) % self.fenodes.len()) {
+            let url = format!("http://{}{path}", self.fenodes[i]);
+            match request(&url).send().await {
+                Ok(resp) => {
+                    self.current_fe.store(i, Ordering::Relaxed);
+                    return Ok((url, resp));
+                }
+                // Not connected, so not sent: the next FE may take it.
+                Err(e) if e.is_connect() => failures.push((url, e)),
+                Err(e) => return Err(connect_error(&url, e, self.read_timeout)),
+            }
+        }
+        Err(no_fe_answered(&self.fenodes, failures, self.read_timeout))
     }
 
     /// Send loads straight to these BEs (`host:webserver_port`) instead of through the FE.
@@ -189,23 +226,24 @@ impl StreamLoadClient {
 
     /// A GET on the FE REST API, unwrapping Doris' `{code, msg, data}` envelope.
     async fn rest_get(&self, path: &str) -> Result<serde_json::Value, DorisError> {
-        let url = format!("http://{}{path}", self.fe());
-        self.rest(self.http.get(&url), url).await
+        self.rest(path, |url| self.http.get(url)).await
     }
 
     /// A POST on the FE REST API with a JSON body, unwrapping the envelope.
     async fn rest_post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
-        let url = format!("http://{}{path}", self.fe());
-        self.rest(self.http.post(&url).json(body), url).await
+        self.rest(path, |url| self.http.post(url).json(body)).await
     }
 
-    async fn rest(&self, request: reqwest::RequestBuilder, url: String) -> Result<serde_json::Value, DorisError> {
-        let resp = request
-            .header(AUTHORIZATION, self.credentials.basic())
-            .timeout(self.read_timeout)
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+    async fn rest(
+        &self,
+        path: &str,
+        request: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<serde_json::Value, DorisError> {
+        let (url, resp) = self
+            .send_fe(path, |url| {
+                request(url).header(AUTHORIZATION, self.credentials.basic()).timeout(self.read_timeout)
+            })
+            .await?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
         if status == reqwest::StatusCode::UNAUTHORIZED {
@@ -312,9 +350,22 @@ impl StreamLoadClient {
         Ok(port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0))
     }
 
-    /// The FE host (without port) this client talks to.
+    /// The FE host (without port) this client talks to: the one that answered last.
     pub fn fe_host(&self) -> &str {
-        self.fe().rsplit_once(':').map_or(self.fe(), |(h, _)| h)
+        host_of(self.fe())
+    }
+
+    /// The FE (`host:http_port`) requests go to first: the one that answered last.
+    pub fn fe_node(&self) -> &str {
+        self.fe()
+    }
+
+    /// Every FE host (without port), the one that answered last first: where to look for the
+    /// Arrow Flight SQL service ([`super::scan::FlightReader::connect_any`]).
+    pub fn fe_hosts(&self) -> Vec<&str> {
+        let first = self.current_fe.load(Ordering::Relaxed);
+        let n = self.fenodes.len();
+        (0..n).map(|k| host_of(&self.fenodes[(first + k) % n])).collect()
     }
 
     pub fn credentials(&self) -> &Credentials {
@@ -357,16 +408,15 @@ impl StreamLoadClient {
     /// Ask the FE where the body of a Stream Load to `db.table` goes: the BE URL of its 307
     /// redirect, without credentials (they are sent as a header).
     pub async fn resolve_be(&self, db: &str, table: &str) -> Result<reqwest::Url, DorisError> {
-        let url = format!("http://{}/api/{db}/{table}/_stream_load", self.fe());
-        let resp = self
-            .http
-            .put(&url)
-            .header(AUTHORIZATION, self.credentials.basic())
-            .header(EXPECT, "100-continue")
-            .header(reqwest::header::CONTENT_LENGTH, "0")
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let (url, resp) = self
+            .send_fe(&format!("/api/{db}/{table}/_stream_load"), |url| {
+                self.http
+                    .put(url)
+                    .header(AUTHORIZATION, self.credentials.basic())
+                    .header(EXPECT, "100-continue")
+                    .header(reqwest::header::CONTENT_LENGTH, "0")
+            })
+            .await?;
         let status = resp.status();
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             return Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() });
@@ -467,18 +517,17 @@ impl StreamLoadClient {
     /// Abort whatever transaction carries `label`. "Already aborted" and "not found" count as done;
     /// a label whose transaction is already committed is an error.
     pub async fn abort_label(&self, db: &str, label: &str) -> Result<TxnOutcome, DorisError> {
-        let url = format!("http://{}/api/{db}/_stream_load_2pc", self.fe());
-        let resp = self
-            .http
-            .put(&url)
-            .header(AUTHORIZATION, self.credentials.basic())
-            .header("label", label)
-            .header("txn_operation", "abort")
-            .header(reqwest::header::CONTENT_LENGTH, "0")
-            .timeout(self.read_timeout)
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let (url, resp) = self
+            .send_fe(&format!("/api/{db}/_stream_load_2pc"), |url| {
+                self.http
+                    .put(url)
+                    .header(AUTHORIZATION, self.credentials.basic())
+                    .header("label", label)
+                    .header("txn_operation", "abort")
+                    .header(reqwest::header::CONTENT_LENGTH, "0")
+                    .timeout(self.read_timeout)
+            })
+            .await?;
         let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
         let reply: TxnReply = serde_json::from_str(&text)
             .map_err(|e| DorisError::Protocol { url: url.clone(), detail: format!("{e}: {text}") })?;
@@ -491,21 +540,19 @@ impl StreamLoadClient {
     }
 
     async fn txn(&self, db: &str, txn_id: i64, operation: &'static str) -> Result<TxnOutcome, DorisError> {
-        let url = format!("http://{}/api/{db}/_stream_load_2pc", self.fe());
-        let mut target = url.clone();
-        // The FE may redirect 2PC to a BE; follow it by hand to keep the credentials.
-        for _ in 0..3 {
-            let resp = self
-                .http
-                .put(&target)
+        let put = |url: &str| {
+            self.http
+                .put(url)
                 .header(AUTHORIZATION, self.credentials.basic())
                 .header("txn_id", txn_id.to_string())
                 .header("txn_operation", operation)
                 .header(reqwest::header::CONTENT_LENGTH, "0")
                 .timeout(self.read_timeout)
-                .send()
-                .await
-                .map_err(|e| connect_error(&target, e, self.read_timeout))?;
+        };
+        let (url, mut resp) = self.send_fe(&format!("/api/{db}/_stream_load_2pc"), put).await?;
+        let mut target = url.clone();
+        // The FE may redirect 2PC to a BE; follow it by hand to keep the credentials.
+        for _ in 0..3 {
             let status = resp.status();
             if status.is_redirection() {
                 let location = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()).unwrap_or_default();
@@ -514,6 +561,7 @@ impl StreamLoadClient {
                 let _ = next.set_username("");
                 let _ = next.set_password(None);
                 target = next.to_string();
+                resp = put(&target).send().await.map_err(|e| connect_error(&target, e, self.read_timeout))?;
                 continue;
             }
             if status == reqwest::StatusCode::UNAUTHORIZED {
@@ -526,6 +574,10 @@ impl StreamLoadClient {
         }
         Err(DorisError::Protocol { url, detail: "too many redirects".into() })
     }
+}
+
+fn host_of(node: &str) -> &str {
+    node.rsplit_once(':').map_or(node, |(h, _)| h)
 }
 
 fn classify_txn(db: &str, txn_id: i64, operation: &'static str, reply: TxnReply) -> Result<TxnOutcome, DorisError> {
@@ -556,11 +608,31 @@ fn connect_error(url: &str, e: reqwest::Error, timeout: Duration) -> DorisError 
     if e.is_timeout() {
         return DorisError::Timeout { url: url.to_string(), timeout };
     }
+    DorisError::Connect { url: url.to_string(), detail: error_chain(&e) }
+}
+
+/// `e` and its causes, `: `-separated (reqwest's own message alone says only "error sending request").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut detail = e.to_string();
-    let mut source = std::error::Error::source(&e);
+    let mut source = e.source();
     while let Some(s) = source {
         detail = format!("{detail}: {s}");
         source = s.source();
     }
-    DorisError::Connect { url: url.to_string(), detail }
+    detail
+}
+
+/// The error of a request that no FE took: with one FE its own error, with several one that names
+/// each FE tried and what it said.
+fn no_fe_answered(fenodes: &[String], mut failures: Vec<(String, reqwest::Error)>, timeout: Duration) -> DorisError {
+    if failures.len() == 1 {
+        let (url, e) = failures.remove(0);
+        return connect_error(&url, e, timeout);
+    }
+    let said: Vec<String> =
+        failures.into_iter().map(|(url, e)| format!("{url}: {}", error_chain(&e.without_url()))).collect();
+    DorisError::Connect {
+        url: fenodes.join(", "),
+        detail: format!("none of the {} FEs answered ({})", said.len(), said.join("; ")),
+    }
 }

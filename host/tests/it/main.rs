@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod decoders;
 mod doris_source;
+mod doris_client;
 mod lookup;
 mod pipeline;
 mod sandbox;

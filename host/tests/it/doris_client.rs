@@ -1,0 +1,116 @@
+//! The Doris client's edges against doris-lite: several FEs in `fenodes` (a dead one is skipped,
+//! the one that answered is remembered, an FE that answers with an error is believed).
+
+use std::time::Duration;
+
+use sluice::doris::scan::FlightReader;
+use sluice::doris::{Credentials, DorisError, LoadStatus, StreamLoadClient, TxnOutcome};
+
+use crate::common::Doris;
+
+/// A loopback port nothing listens on: bound, then released.
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = listener.local_addr().expect("bound").to_string();
+    drop(listener);
+    addr
+}
+
+fn client(fenodes: Vec<String>) -> StreamLoadClient {
+    StreamLoadClient::new(fenodes, Credentials::new("root", ""), Duration::from_secs(2), Duration::from_secs(30))
+        .unwrap()
+}
+
+fn headers(label: &str) -> Vec<(String, String)> {
+    vec![
+        ("label".into(), label.into()),
+        ("column_separator".into(), ",".into()),
+        ("two_phase_commit".into(), "true".into()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_first_fe_is_skipped_for_loads_commits_and_queries() {
+    let doris = Doris::start().await;
+    let live = doris.h().fe_http_addr().to_string();
+    let dead = closed_port();
+    let client = client(vec![dead.clone(), live.clone()]);
+    assert_eq!(client.fe_node(), dead, "before any answer the first FE is tried first");
+
+    let info = client.table_info("test", "t").await.unwrap();
+    assert_eq!(info.columns, ["id", "name"]);
+    assert_eq!(client.fe_node(), live, "the FE that answered is remembered");
+
+    // A clone (one per worker) shares what the client learnt; its own failover works too.
+    let worker = client.clone();
+    let reply = worker.load("test", "t", &headers("failover_1"), "1,a\n2,b\n".into(), None).await.unwrap();
+    assert_eq!(reply.load_status(), LoadStatus::Success);
+    assert_eq!(doris.sql("SELECT count(*) FROM test.t"), ["0"], "pre-committed rows are not visible");
+    assert_eq!(client.commit("test", reply.txn_id).await.unwrap(), TxnOutcome::Done);
+    let (_, rows) = client.query("test", "SELECT id, name FROM t ORDER BY id").await.unwrap();
+    assert_eq!(rows, [["1", "a"], ["2", "b"]]);
+
+    let aborted = worker.load("test", "t", &headers("failover_2"), "3,c\n".into(), None).await.unwrap();
+    assert_eq!(worker.abort_label("test", "failover_2").await.unwrap(), TxnOutcome::Done);
+    assert_eq!(worker.abort("test", aborted.txn_id).await.unwrap(), TxnOutcome::AlreadyDone);
+
+    assert!(!client.tso_time().await.unwrap().is_empty());
+    let tablets = client.query_plan("test", "t", "SELECT * FROM `test`.`t`").await.unwrap();
+    assert_eq!(tablets.len(), 2, "{tablets:?}");
+    assert_eq!(client.fe_hosts(), ["127.0.0.1", "127.0.0.1"]);
+
+    // A client that has not learnt it yet starts at the dead FE again and fails over per request.
+    let fresh = self::client(vec![dead, live.clone()]);
+    let again = fresh.load("test", "t", &headers("failover_3"), "4,d\n".into(), None).await.unwrap();
+    assert_eq!(fresh.fe_node(), live);
+    assert_eq!(fresh.commit("test", again.txn_id).await.unwrap(), TxnOutcome::Done);
+    assert_eq!(doris.sql("SELECT id FROM test.t ORDER BY id"), ["1", "2", "4"]);
+    doris.handle.unwrap().stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_no_fe_answers_the_error_names_each_and_what_it_said() {
+    let (a, b) = (closed_port(), closed_port());
+    let err = client(vec![a.clone(), b.clone()]).commit("test", 42).await.unwrap_err();
+    assert!(matches!(err, DorisError::Connect { .. }), "{err:?}");
+    let text = err.to_string();
+    for fe in [&a, &b] {
+        assert!(text.contains(&format!("http://{fe}/api/test/_stream_load_2pc: ")), "{text}");
+    }
+    assert!(text.starts_with(&format!("Doris at {a}, {b}: none of the 2 FEs answered (http://")), "{text}");
+    assert!(text.to_lowercase().contains("connection refused"), "{text}");
+    assert!(text.ends_with("check `fenodes` / `benodes` and that Doris is up"), "{text}");
+
+    let flight =
+        FlightReader::connect_any(&[a.clone(), b.clone()], &Credentials::new("root", ""), Duration::from_secs(2))
+            .await
+            .err()
+            .expect("nothing listens");
+    let text = flight.to_string();
+    assert!(text.starts_with(&format!("Doris at {a}, {b}: none of the 2 FEs answered (http://{a}: ")), "{text}");
+    assert!(text.contains(&format!("; http://{b}: ")), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_fe_that_answers_with_an_error_is_not_failed_over() {
+    let first = Doris::start().await;
+    let second = Doris::start().await;
+    second.sql("CREATE TABLE test.only_second (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1");
+    let client = client(vec![first.h().fe_http_addr().to_string(), second.h().fe_http_addr().to_string()]);
+    let err = client.table_info("test", "only_second").await.unwrap_err();
+    assert!(matches!(err, DorisError::Table { .. }), "the first FE's answer stands: {err}");
+    assert_eq!(client.fe_node(), first.h().fe_http_addr().to_string());
+
+    let wrong = StreamLoadClient::new(
+        vec![first.h().fe_http_addr().to_string(), second.h().fe_http_addr().to_string()],
+        Credentials::new("root", "wrong"),
+        Duration::from_secs(2),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let err = wrong.load("test", "t", &headers("denied"), "1,a\n".into(), None).await.unwrap_err();
+    assert!(matches!(err, DorisError::Unauthorized { .. }), "{err}");
+    assert!(err.to_string().contains(&first.h().fe_http_addr().to_string()), "{err}");
+    first.handle.unwrap().stop().await;
+    second.handle.unwrap().stop().await;
+}
