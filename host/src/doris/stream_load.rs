@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::header::{AUTHORIZATION, EXPECT, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use serde::Deserialize;
 
@@ -198,13 +199,13 @@ impl StreamLoadClient {
     /// every FE fails the error names each and what it said.
     async fn send_fe(
         &self,
-        path: &str,
+        path: &ApiPath<'_>,
         request: impl Fn(&str) -> reqwest::RequestBuilder,
     ) -> Result<(String, reqwest::Response), DorisError> {
         let first = self.current_fe.load(Ordering::Relaxed);
         let mut failures = Vec::new();
         for i in (0..self.fenodes.len()).map(|k| (first + k) % self.fenodes.len()) {
-            let url = format!("http://{}{path}", self.fenodes[i]);
+            let url = path.url(&self.fenodes[i])?;
             match request(&url).send().await {
                 Ok(resp) => {
                     self.current_fe.store(i, Ordering::Relaxed);
@@ -225,18 +226,18 @@ impl StreamLoadClient {
     }
 
     /// A GET on the FE REST API, unwrapping Doris' `{code, msg, data}` envelope.
-    async fn rest_get(&self, path: &str) -> Result<serde_json::Value, DorisError> {
+    async fn rest_get(&self, path: &ApiPath<'_>) -> Result<serde_json::Value, DorisError> {
         self.rest(path, |url| self.http.get(url)).await
     }
 
     /// A POST on the FE REST API with a JSON body, unwrapping the envelope.
-    async fn rest_post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
+    async fn rest_post(&self, path: &ApiPath<'_>, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
         self.rest(path, |url| self.http.post(url).json(body)).await
     }
 
     async fn rest(
         &self,
-        path: &str,
+        path: &ApiPath<'_>,
         request: impl Fn(&str) -> reqwest::RequestBuilder,
     ) -> Result<serde_json::Value, DorisError> {
         let (url, resp) = self
@@ -271,8 +272,9 @@ impl StreamLoadClient {
     /// Run one statement through the FE's SQL API (`/api/query/default_cluster/{db}`): column
     /// names and rows as text.
     pub async fn query(&self, db: &str, stmt: &str) -> Result<(Vec<String>, Vec<Vec<String>>), DorisError> {
-        let data =
-            self.rest_post(&format!("/api/query/default_cluster/{db}"), &serde_json::json!({ "stmt": stmt })).await?;
+        let data = self
+            .rest_post(&ApiPath::new(["api", "query", "default_cluster", db]), &serde_json::json!({ "stmt": stmt }))
+            .await?;
         let names = data
             .get("meta")
             .and_then(|m| m.as_array())
@@ -294,7 +296,7 @@ impl StreamLoadClient {
     /// The FE's clock as an `@incr` window bound: `/api/tso`'s physical time, formatted by the FE
     /// (`FROM_UNIXTIME(ms / 1000, '%Y-%m-%d %H:%i:%s')`, so in its time zone, rounded down to the second).
     pub async fn tso_time(&self) -> Result<String, DorisError> {
-        let data = self.rest_get("/api/tso").await?;
+        let data = self.rest_get(&ApiPath::new(["api", "tso"])).await?;
         let ms =
             data.get("current_tso_physical_time").and_then(|m| m.as_i64()).ok_or_else(|| DorisError::Protocol {
                 url: format!("http://{}/api/tso", self.fe()),
@@ -311,8 +313,9 @@ impl StreamLoadClient {
 
     /// The tablets a snapshot of `sql` over `db.table` reads (`_query_plan`), sorted.
     pub async fn query_plan(&self, db: &str, table: &str, sql: &str) -> Result<Vec<i64>, DorisError> {
-        let data =
-            self.rest_post(&format!("/api/{db}/{table}/_query_plan"), &serde_json::json!({ "sql": sql })).await?;
+        let data = self
+            .rest_post(&ApiPath::new(["api", db, table, "_query_plan"]), &serde_json::json!({ "sql": sql }))
+            .await?;
         if let Some(exception) = data.get("exception").and_then(|e| e.as_str()) {
             return Err(DorisError::Table {
                 table: format!("{db}.{table}"),
@@ -332,7 +335,7 @@ impl StreamLoadClient {
     pub async fn flight_sql_port(&self) -> Result<Option<u16>, DorisError> {
         let data = self
             .rest_post(
-                "/api/query/default_cluster/information_schema",
+                &ApiPath::new(["api", "query", "default_cluster", "information_schema"]),
                 &serde_json::json!({ "stmt": "show frontends" }),
             )
             .await?;
@@ -374,7 +377,7 @@ impl StreamLoadClient {
 
     /// The key model and columns of `db.table`.
     pub async fn table_info(&self, db: &str, table: &str) -> Result<TableInfo, DorisError> {
-        let data = self.rest_get(&format!("/api/{db}/{table}/_schema")).await.map_err(|e| match e {
+        let data = self.rest_get(&ApiPath::new(["api", db, table, "_schema"])).await.map_err(|e| match e {
             DorisError::Http { body, .. } => DorisError::Table {
                 table: format!("{db}.{table}"),
                 message: format!("{body}; create it first, or fix `table`"),
@@ -392,7 +395,7 @@ impl StreamLoadClient {
 
     /// The alive BEs, from `GET /api/backends?is_alive=true` (for `auto_redirect = false`).
     pub async fn discover_backends(&self) -> Result<Vec<String>, DorisError> {
-        let data = self.rest_get("/api/backends?is_alive=true").await?;
+        let data = self.rest_get(&ApiPath::new(["api", "backends"]).query("is_alive=true")).await?;
         Ok(data
             .get("backends")
             .and_then(|b| b.as_array())
@@ -409,7 +412,7 @@ impl StreamLoadClient {
     /// redirect, without credentials (they are sent as a header).
     pub async fn resolve_be(&self, db: &str, table: &str) -> Result<reqwest::Url, DorisError> {
         let (url, resp) = self
-            .send_fe(&format!("/api/{db}/{table}/_stream_load"), |url| {
+            .send_fe(&ApiPath::new(["api", db, table, "_stream_load"]), |url| {
                 self.http
                     .put(url)
                     .header(AUTHORIZATION, self.credentials.basic())
@@ -461,7 +464,7 @@ impl StreamLoadClient {
             self.resolve_be(db, table).await?
         } else {
             let be = &self.backends[fastrand::usize(..self.backends.len())];
-            let url = format!("http://{be}/api/{db}/{table}/_stream_load");
+            let url = ApiPath::new(["api", db, table, "_stream_load"]).url(be)?;
             reqwest::Url::parse(&url).map_err(|e| DorisError::Protocol { url, detail: e.to_string() })?
         };
         let url = be.to_string();
@@ -518,7 +521,7 @@ impl StreamLoadClient {
     /// a label whose transaction is already committed is an error.
     pub async fn abort_label(&self, db: &str, label: &str) -> Result<TxnOutcome, DorisError> {
         let (url, resp) = self
-            .send_fe(&format!("/api/{db}/_stream_load_2pc"), |url| {
+            .send_fe(&ApiPath::new(["api", db, "_stream_load_2pc"]), |url| {
                 self.http
                     .put(url)
                     .header(AUTHORIZATION, self.credentials.basic())
@@ -549,7 +552,7 @@ impl StreamLoadClient {
                 .header(reqwest::header::CONTENT_LENGTH, "0")
                 .timeout(self.read_timeout)
         };
-        let (url, mut resp) = self.send_fe(&format!("/api/{db}/_stream_load_2pc"), put).await?;
+        let (url, mut resp) = self.send_fe(&ApiPath::new(["api", db, "_stream_load_2pc"]), put).await?;
         let mut target = url.clone();
         // The FE may redirect 2PC to a BE; follow it by hand to keep the credentials.
         for _ in 0..3 {
@@ -573,6 +576,49 @@ impl StreamLoadClient {
             return classify_txn(db, txn_id, operation, reply);
         }
         Err(DorisError::Protocol { url, detail: "too many redirects".into() })
+    }
+}
+
+/// Characters a path segment keeps as they are: RFC 3986's unreserved ones. Everything else in a
+/// database or table name (`/`, `?`, `#`, `%`, spaces, non-ASCII …) is percent-escaped.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// A path of Doris' HTTP API as segments, escaped when the URL is built: a database or table may
+/// be named anything a plugin routes rows to, and must stay one segment.
+struct ApiPath<'a> {
+    segments: Vec<&'a str>,
+    query: Option<&'static str>,
+}
+
+impl<'a> ApiPath<'a> {
+    fn new(segments: impl IntoIterator<Item = &'a str>) -> Self {
+        Self { segments: segments.into_iter().collect(), query: None }
+    }
+
+    fn query(mut self, query: &'static str) -> Self {
+        self.query = Some(query);
+        self
+    }
+
+    /// `http://{node}/{segment}/…[?query]`.
+    fn url(&self, node: &str) -> Result<String, DorisError> {
+        let mut url = format!("http://{node}");
+        for segment in &self.segments {
+            // URL parsers resolve `.` and `..` (escaped or not) instead of sending them.
+            if matches!(*segment, "." | "..") {
+                return Err(DorisError::Table {
+                    table: segment.to_string(),
+                    message: "`.` and `..` cannot be named in a Doris URL; rename the database or table".into(),
+                });
+            }
+            url.push('/');
+            url.extend(utf8_percent_encode(segment, SEGMENT));
+        }
+        if let Some(q) = self.query {
+            url.push('?');
+            url.push_str(q);
+        }
+        Ok(url)
     }
 }
 
@@ -634,5 +680,54 @@ fn no_fe_answered(fenodes: &[String], mut failures: Vec<(String, reqwest::Error)
     DorisError::Connect {
         url: fenodes.join(", "),
         detail: format!("none of the {} FEs answered ({})", said.len(), said.join("; ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ApiPath;
+
+    #[test]
+    fn names_in_urls_are_escaped_as_one_path_segment() {
+        let weird = "we ird/ta?ble#1";
+        assert_eq!(
+            ApiPath::new(["api", "test", weird, "_stream_load"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/test/we%20ird%2Fta%3Fble%231/_stream_load"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "db 1", "_stream_load_2pc"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/db%201/_stream_load_2pc"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "query", "default_cluster", "100%"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/query/default_cluster/100%25"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "d", "表", "_schema"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/d/%E8%A1%A8/_schema"
+        );
+        // The escaped URL parses back to the same segments.
+        let url =
+            reqwest::Url::parse(&ApiPath::new(["api", "test", weird, "_query_plan"]).url("fe:8030").unwrap()).unwrap();
+        assert_eq!(url.path_segments().unwrap().count(), 4);
+        assert_eq!((url.query(), url.fragment()), (None, None));
+    }
+
+    #[test]
+    fn ordinary_names_are_unchanged() {
+        assert_eq!(
+            ApiPath::new(["api", "test", "student_trans-2.v1~x", "_stream_load"]).url("10.0.0.1:8030").unwrap(),
+            "http://10.0.0.1:8030/api/test/student_trans-2.v1~x/_stream_load"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "backends"]).query("is_alive=true").url("fe:8030").unwrap(),
+            "http://fe:8030/api/backends?is_alive=true"
+        );
+    }
+
+    #[test]
+    fn dot_names_are_refused_rather_than_resolved_away() {
+        let err = ApiPath::new(["api", "test", "..", "_stream_load"]).url("fe:8030").unwrap_err();
+        assert!(err.to_string().starts_with("table `..`: "), "{err}");
     }
 }

@@ -114,3 +114,20 @@ async fn an_fe_that_answers_with_an_error_is_not_failed_over() {
     first.handle.unwrap().stop().await;
     second.handle.unwrap().stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_named_with_url_characters_is_loaded_committed_and_described() {
+    let doris = Doris::start().await;
+    let name = "we ird/ta?ble#1";
+    doris.sql(&format!(
+        "CREATE TABLE test.`{name}` (id INT, name VARCHAR(32)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+    ));
+    let client = doris.client("");
+    assert_eq!(client.table_info("test", name).await.unwrap().columns, ["id", "name"]);
+    let reply = client.load("test", name, &headers("weird_1"), "1,a\n".into(), None).await.unwrap();
+    assert_eq!(reply.load_status(), LoadStatus::Success, "{reply:?}");
+    assert_eq!(client.commit("test", reply.txn_id).await.unwrap(), TxnOutcome::Done);
+    assert_eq!(doris.sql(&format!("SELECT id, name FROM test.`{name}`")), ["1\ta"]);
+    assert_eq!(doris.sql("SELECT count(*) FROM test.t"), ["0"], "nothing went to another table");
+    doris.handle.unwrap().stop().await;
+}

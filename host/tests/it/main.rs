@@ -4,8 +4,8 @@
 mod cli;
 mod common;
 mod decoders;
-mod doris_source;
 mod doris_client;
+mod doris_source;
 mod lookup;
 mod pipeline;
 mod sandbox;
