@@ -13,7 +13,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::header::{AUTHORIZATION, EXPECT, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use serde::Deserialize;
 
-use super::DorisError;
+use super::{DorisError, TxnState};
 
 /// Username and password. The password is never printed.
 #[derive(Clone)]
@@ -534,11 +534,11 @@ impl StreamLoadClient {
         let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
         let reply: TxnReply = serde_json::from_str(&text)
             .map_err(|e| DorisError::Protocol { url: url.clone(), detail: format!("{e}: {text}") })?;
-        classify_txn(db, -1, "abort", reply).map_err(|e| match e {
-            DorisError::Txn { db, message, .. } => {
-                DorisError::Txn { db, txn_id: -1, operation: "abort", message: format!("label `{label}`: {message}") }
+        classify_txn(db, -1, "abort", reply).map_err(|mut e| {
+            if let DorisError::Txn { message, .. } = &mut e {
+                *message = format!("label `{label}`: {message}");
             }
-            other => other,
+            e
         })
     }
 
@@ -631,15 +631,15 @@ fn classify_txn(db: &str, txn_id: i64, operation: &'static str, reply: TxnReply)
     if reply.status == "Success" || (operation == "commit" && reply.status == "Publish Timeout") {
         return Ok(TxnOutcome::Done);
     }
-    let msg = reply.msg.to_ascii_lowercase();
+    let state = TxnState::from_message(&reply.msg);
     let already = match operation {
-        "commit" => msg.contains("is already visible") || msg.contains("is already committed"),
-        _ => msg.contains("is already aborted") || msg.contains("not found"),
+        "commit" => state == TxnState::Committed,
+        _ => matches!(state, TxnState::Aborted | TxnState::NotFound),
     };
     if already {
         return Ok(TxnOutcome::AlreadyDone);
     }
-    let message = if operation == "commit" && (msg.contains("is already aborted") || msg.contains("not found")) {
+    let message = if operation == "commit" && matches!(state, TxnState::Aborted | TxnState::NotFound) {
         format!(
             "{} (the transaction was aborted, most likely because it stayed pre-committed past Doris' pre-commit timeout)",
             reply.msg
@@ -647,7 +647,7 @@ fn classify_txn(db: &str, txn_id: i64, operation: &'static str, reply: TxnReply)
     } else {
         reply.msg
     };
-    Err(DorisError::Txn { db: db.to_string(), txn_id, operation, message })
+    Err(DorisError::Txn { db: db.to_string(), txn_id, operation, status: reply.status, state, message })
 }
 
 fn connect_error(url: &str, e: reqwest::Error, timeout: Duration) -> DorisError {
@@ -685,7 +685,43 @@ fn no_fe_answered(fenodes: &[String], mut failures: Vec<(String, reqwest::Error)
 
 #[cfg(test)]
 mod tests {
-    use super::ApiPath;
+    use super::{ApiPath, TxnOutcome, TxnReply, classify_txn};
+    use crate::doris::TxnState;
+
+    fn reply(status: &str, msg: &str) -> TxnReply {
+        TxnReply { status: status.into(), msg: msg.into() }
+    }
+
+    #[test]
+    fn refused_commits_and_aborts_carry_dorises_status_and_the_transactions_state() {
+        let gone = classify_txn(
+            "test",
+            7,
+            "commit",
+            reply(
+                "ANALYSIS_ERROR",
+                "TStatus: errCode = 2, detailMessage = transaction [7] is already aborted. abort reason: timeout",
+            ),
+        )
+        .unwrap_err();
+        assert!(gone.is_txn_gone(), "{gone:?}");
+        assert!(
+            matches!(&gone, crate::doris::DorisError::Txn { status, state: TxnState::Aborted, .. } if status == "ANALYSIS_ERROR"),
+            "{gone:?}"
+        );
+        assert!(gone.to_string().contains("pre-commit timeout"), "{gone}");
+        let not_ready =
+            classify_txn("test", 7, "commit", reply("ANALYSIS_ERROR", "transaction [7] is prepare, not pre-committed"))
+                .unwrap_err();
+        assert_eq!(not_ready.txn_state(), Some(TxnState::NotPrecommitted));
+        assert!(!not_ready.is_txn_gone());
+        let visible = reply("ANALYSIS_ERROR", "transaction [7] is already visible, not pre-committed.");
+        assert_eq!(classify_txn("test", 7, "commit", visible).unwrap(), TxnOutcome::AlreadyDone);
+        let unknown = reply("ANALYSIS_ERROR", "transaction [7] not found");
+        assert_eq!(classify_txn("test", 7, "abort", unknown).unwrap(), TxnOutcome::AlreadyDone);
+        let committed = reply("ANALYSIS_ERROR", "transaction [7] is already visible, could not abort.");
+        assert_eq!(classify_txn("test", 7, "abort", committed).unwrap_err().txn_state(), Some(TxnState::Committed));
+    }
 
     #[test]
     fn names_in_urls_are_escaped_as_one_path_segment() {

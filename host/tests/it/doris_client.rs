@@ -1,10 +1,13 @@
 //! The Doris client's edges against doris-lite: several FEs in `fenodes` (a dead one is skipped,
-//! the one that answered is remembered, an FE that answers with an error is believed).
+//! the one that answered is remembered, an FE that answers with an error is believed), names that
+//! need escaping in URLs, and errors typed by what Doris' reply says.
 
 use std::time::Duration;
 
 use sluice::doris::scan::FlightReader;
-use sluice::doris::{Credentials, DorisError, LoadStatus, StreamLoadClient, TxnOutcome};
+use sluice::doris::{
+    Credentials, DorisError, ERR_INCR_WINDOW_NOT_READY, LoadStatus, StreamLoadClient, TxnOutcome, TxnState,
+};
 
 use crate::common::Doris;
 
@@ -129,5 +132,50 @@ async fn a_table_named_with_url_characters_is_loaded_committed_and_described() {
     assert_eq!(client.commit("test", reply.txn_id).await.unwrap(), TxnOutcome::Done);
     assert_eq!(doris.sql(&format!("SELECT id, name FROM test.`{name}`")), ["1\ta"]);
     assert_eq!(doris.sql("SELECT count(*) FROM test.t"), ["0"], "nothing went to another table");
+    doris.handle.unwrap().stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_of_an_aborted_transaction_says_so_in_its_type() {
+    let doris = Doris::start().await;
+    let client = doris.client("");
+    let reply = client.load("test", "t", &headers("typed_1"), "1,a\n".into(), None).await.unwrap();
+    assert_eq!(client.abort("test", reply.txn_id).await.unwrap(), TxnOutcome::Done);
+    let err = client.commit("test", reply.txn_id).await.unwrap_err();
+    assert!(err.is_txn_gone(), "{err:?}");
+    assert_eq!(err.txn_state(), Some(TxnState::Aborted));
+    assert!(matches!(&err, DorisError::Txn { status, .. } if status == "ANALYSIS_ERROR"), "{err:?}");
+    let err = client.commit("test", 987_654).await.unwrap_err();
+    assert_eq!(err.txn_state(), Some(TxnState::NotFound), "{err:?}");
+    assert!(err.is_txn_gone());
+    doris.handle.unwrap().stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changelog_window_past_the_fes_clock_is_typed_by_dorises_code() {
+    let doris = Doris::start().await;
+    doris.sql(
+        "CREATE TABLE test.changes (id INT, name VARCHAR(32)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\")",
+    );
+    let addr = doris.h().flight_sql_addr().to_string();
+    let mut reader =
+        FlightReader::connect_any(&[closed_port(), addr], &Credentials::new("root", ""), Duration::from_secs(2))
+            .await
+            .unwrap();
+    let err = reader
+        .execute(
+            "SELECT id FROM `test`.`changes`@incr('startTimestamp' = '2000-01-01 00:00:00', \
+             'endTimestamp' = '2999-01-01 00:00:00', 'incrementType' = 'DETAIL')",
+        )
+        .await
+        .expect_err("the window ends in the future");
+    assert_eq!(err.doris_code(), Some(ERR_INCR_WINDOW_NOT_READY), "{err:?}");
+    assert!(err.is_window_not_ready(), "{err}");
+    assert!(matches!(&err, DorisError::Flight { status: tonic::Code::Unavailable, .. }), "{err:?}");
+
+    let err = reader.execute("SELECT * FROM `test`.`no_such_table`").await.expect_err("no such table");
+    assert!(matches!(&err, DorisError::Flight { code: None, .. }), "{err:?}");
+    assert!(!err.is_window_not_ready());
     doris.handle.unwrap().stop().await;
 }
