@@ -4,6 +4,7 @@ pub mod cli;
 pub mod doris;
 pub mod metrics;
 pub mod pipeline;
+pub mod retry;
 pub mod runtime;
 pub mod sinks;
 pub mod sources;

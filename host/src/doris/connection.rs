@@ -51,16 +51,16 @@ impl DorisConnection {
         Ok(DorisConnection { name: name.to_string(), section: section.clone(), password, client })
     }
 
-    /// The FE's Arrow Flight SQL address: `port` when it is one, else (`-1`) the port the FE
-    /// reports in `SHOW FRONTENDS`.
-    pub async fn flight_addr(&self, port: i32) -> anyhow::Result<String> {
+    /// The FEs' Arrow Flight SQL addresses, the FE that answered last first: `port` when it is
+    /// one, else (`-1`) the port the FE reports in `SHOW FRONTENDS`.
+    pub async fn flight_addrs(&self, port: i32) -> anyhow::Result<Vec<String>> {
         let port = match u16::try_from(port) {
             Ok(p) if p > 0 => p,
             _ => self.client.flight_sql_port().await?.context(
                 "the Doris FE reports no Arrow Flight SQL port (`SHOW FRONTENDS`); set `flight_sql_port` on the source",
             )?,
         };
-        Ok(format!("{}:{port}", self.client.fe_host()))
+        Ok(self.client.fe_hosts().into_iter().map(|h| format!("{h}:{port}")).collect())
     }
 
     /// `jdbc_url`, for reads over the MySQL protocol.

@@ -8,5 +8,5 @@ pub mod scan;
 pub mod stream_load;
 
 pub use connection::DorisConnection;
-pub use error::DorisError;
+pub use error::{DorisError, ERR_INCR_VISIBLE_WAIT_TIMEOUT, ERR_INCR_WINDOW_NOT_READY, TxnState};
 pub use stream_load::{Credentials, LoadResponse, LoadStatus, StreamLoadClient, TableInfo, TxnOutcome};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use arrow::datatypes::SchemaRef;
 use arrow_flight::Ticket;
 use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::error::FlightError;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use tonic::transport::{Channel, Endpoint};
 
@@ -18,7 +19,28 @@ pub struct FlightReader {
     url: String,
 }
 
-fn flight_error(url: &str, e: impl std::fmt::Display) -> DorisError {
+/// A failed Flight SQL call as a [`DorisError`]: an error status the FE sent becomes
+/// [`DorisError::Flight`] with its gRPC code and Doris' `doris-error-code` / `doris-error-name`
+/// metadata; anything else (a reply that does not decode) is [`DorisError::Protocol`].
+pub fn flight_error(url: &str, e: FlightError) -> DorisError {
+    match e {
+        FlightError::Tonic(status) => status_error(url, &status),
+        other => protocol_error(url, other),
+    }
+}
+
+fn status_error(url: &str, status: &tonic::Status) -> DorisError {
+    let text = |key: &str| status.metadata().get(key).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_string());
+    DorisError::Flight {
+        url: url.to_string(),
+        status: status.code(),
+        code: text("doris-error-code").and_then(|c| c.parse().ok()),
+        name: text("doris-error-name"),
+        message: status.message().to_string(),
+    }
+}
+
+fn protocol_error(url: &str, e: impl std::fmt::Display) -> DorisError {
     DorisError::Protocol { url: url.to_string(), detail: format!("Arrow Flight SQL: {e}") }
 }
 
@@ -27,27 +49,56 @@ impl FlightReader {
     pub async fn connect(addr: &str, credentials: &Credentials, timeout: Duration) -> Result<Self, DorisError> {
         let url = format!("http://{addr}");
         let channel = Endpoint::from_shared(url.clone())
-            .map_err(|e| flight_error(&url, e))?
+            .map_err(|e| protocol_error(&url, e))?
             .connect_timeout(timeout)
             .connect()
             .await
             .map_err(|e| DorisError::Connect { url: url.clone(), detail: format!("Arrow Flight SQL: {e}") })?;
         let mut client = FlightSqlServiceClient::new(channel);
-        client.handshake(&credentials.user, credentials.password()).await.map_err(|e| {
-            let text = e.to_string();
-            if text.contains("Unauthenticated") || text.contains("UNAUTHENTICATED") || text.contains("denied") {
+        client.handshake(&credentials.user, credentials.password()).await.map_err(|e| match flight_error(&url, e) {
+            DorisError::Flight { status: tonic::Code::Unauthenticated | tonic::Code::PermissionDenied, .. } => {
                 DorisError::Unauthorized { url: url.clone(), user: credentials.user.clone() }
-            } else {
-                flight_error(&url, text)
             }
+            other => other,
         })?;
         Ok(Self { client, url })
+    }
+
+    /// Connect to the first of `addrs` (`host:port`, one per FE) that accepts a connection, and
+    /// log in there. Only a failure to connect moves on to the next; when all fail, the error
+    /// names each address and what it said.
+    pub async fn connect_any(
+        addrs: &[String],
+        credentials: &Credentials,
+        timeout: Duration,
+    ) -> Result<Self, DorisError> {
+        let mut failures = Vec::new();
+        for addr in addrs {
+            match Self::connect(addr, credentials, timeout).await {
+                Err(DorisError::Connect { url, detail }) => failures.push((url, detail)),
+                other => return other,
+            }
+        }
+        match failures.len() {
+            0 => Err(DorisError::Connect { url: String::new(), detail: "no Arrow Flight SQL address to try".into() }),
+            1 => {
+                let (url, detail) = failures.remove(0);
+                Err(DorisError::Connect { url, detail })
+            }
+            n => Err(DorisError::Connect {
+                url: addrs.join(", "),
+                detail: format!(
+                    "none of the {n} FEs answered ({})",
+                    failures.iter().map(|(url, detail)| format!("{url}: {detail}")).collect::<Vec<_>>().join("; ")
+                ),
+            }),
+        }
     }
 
     /// The schema of the result of `sql`, and the tickets that stream it.
     pub async fn execute(&mut self, sql: &str) -> Result<(SchemaRef, Vec<Ticket>), DorisError> {
         let info = self.client.execute(sql.to_string(), None).await.map_err(|e| flight_error(&self.url, e))?;
-        let schema = info.clone().try_decode_schema().map_err(|e| flight_error(&self.url, e))?;
+        let schema = info.clone().try_decode_schema().map_err(|e| protocol_error(&self.url, e))?;
         let tickets = info.endpoint.into_iter().filter_map(|e| e.ticket).collect();
         Ok((std::sync::Arc::new(schema), tickets))
     }
@@ -84,6 +135,33 @@ pub fn tablet_sql(fields: &str, db: &str, table: &str, tablets: &[i64], filter: 
 
 #[cfg(test)]
 mod tests {
+    use arrow_flight::error::FlightError;
+    use tonic::metadata::{MetadataMap, MetadataValue};
+
+    use crate::doris::DorisError;
+
+    #[test]
+    fn flight_statuses_keep_dorises_code_and_name() {
+        let mut md = MetadataMap::new();
+        md.insert("doris-error-code", MetadataValue::from_static("5101"));
+        md.insert("doris-error-name", MetadataValue::from_static("ERR_INCR_VISIBLE_WAIT_TIMEOUT"));
+        let status = tonic::Status::with_metadata(tonic::Code::Unavailable, "reason=VISIBLE_WAIT_TIMEOUT", md);
+        let e = super::flight_error("http://fe:9090", FlightError::Tonic(Box::new(status)));
+        assert!(
+            matches!(&e, DorisError::Flight { status: tonic::Code::Unavailable, name: Some(n), .. } if n == "ERR_INCR_VISIBLE_WAIT_TIMEOUT"),
+            "{e:?}"
+        );
+        assert_eq!(e.doris_code(), Some(5101));
+        assert!(e.is_window_not_ready());
+
+        let plain =
+            super::flight_error("http://fe:9090", FlightError::Tonic(Box::new(tonic::Status::internal("boom"))));
+        assert!(matches!(&plain, DorisError::Flight { status: tonic::Code::Internal, code: None, .. }), "{plain:?}");
+        assert_eq!(plain.to_string(), "Doris at http://fe:9090: Arrow Flight SQL: Internal: boom");
+        let other = super::flight_error("http://fe:9090", FlightError::protocol("bad frame"));
+        assert!(matches!(other, DorisError::Protocol { .. }), "{other:?}");
+    }
+
     #[test]
     fn tablet_statements_quote_identifiers() {
         assert_eq!(

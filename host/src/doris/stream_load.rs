@@ -5,12 +5,15 @@
 //! streamed body, so the BE is resolved first with an empty probe request, and the body is then
 //! streamed straight to the BE with credentials.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::header::{AUTHORIZATION, EXPECT, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use serde::Deserialize;
 
-use super::DorisError;
+use super::{DorisError, TxnState};
 
 /// Username and password. The password is never printed.
 #[derive(Clone)]
@@ -130,11 +133,19 @@ pub enum TxnOutcome {
     AlreadyDone,
 }
 
-/// A Stream Load client for one Doris cluster.
+/// A client for one Doris cluster: the FE's REST and SQL API, TSO, query plan, Stream Load and
+/// its two-phase commit.
+///
+/// With several FEs, a request goes to the FE that answered last and moves on to the next one
+/// only when it cannot connect (refused, connect timeout): an FE that answers, even with an error,
+/// has spoken, and a request that may have reached it is never sent to another.
 #[derive(Debug, Clone)]
 pub struct StreamLoadClient {
     http: reqwest::Client,
     fenodes: Vec<String>,
+    /// Index into `fenodes` of the FE that answered last; shared by the clones of a client, so
+    /// every worker skips an FE that one of them found dead.
+    current_fe: Arc<AtomicUsize>,
     credentials: Credentials,
     read_timeout: Duration,
     /// BE addresses loads go to directly (`auto_redirect = false`); empty = through the FE.
@@ -174,11 +185,38 @@ impl StreamLoadClient {
             .connect_timeout(connect_timeout)
             .build()
             .map_err(|e| DorisError::Connect { url: fenodes.join(","), detail: e.to_string() })?;
-        Ok(Self { http, fenodes, credentials, read_timeout, backends: Vec::new() })
+        let fenodes = if fenodes.is_empty() { vec!["127.0.0.1:8030".to_string()] } else { fenodes };
+        Ok(Self { http, fenodes, current_fe: Arc::default(), credentials, read_timeout, backends: Vec::new() })
     }
 
+    /// The FE that answered last (the first of `fenodes` before any did).
     fn fe(&self) -> &str {
-        self.fenodes.first().map(String::as_str).unwrap_or("127.0.0.1:8030")
+        &self.fenodes[self.current_fe.load(Ordering::Relaxed) % self.fenodes.len()]
+    }
+
+    /// Send a request built by `request` for `path` to the FEs in turn, starting with the one that
+    /// answered last, until one answers. Only a failure to connect moves on to the next FE; when
+    /// every FE fails the error names each and what it said.
+    async fn send_fe(
+        &self,
+        path: &ApiPath<'_>,
+        request: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<(String, reqwest::Response), DorisError> {
+        let first = self.current_fe.load(Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for i in (0..self.fenodes.len()).map(|k| (first + k) % self.fenodes.len()) {
+            let url = path.url(&self.fenodes[i])?;
+            match request(&url).send().await {
+                Ok(resp) => {
+                    self.current_fe.store(i, Ordering::Relaxed);
+                    return Ok((url, resp));
+                }
+                // Not connected, so not sent: the next FE may take it.
+                Err(e) if e.is_connect() => failures.push((url, e)),
+                Err(e) => return Err(connect_error(&url, e, self.read_timeout)),
+            }
+        }
+        Err(no_fe_answered(&self.fenodes, failures, self.read_timeout))
     }
 
     /// Send loads straight to these BEs (`host:webserver_port`) instead of through the FE.
@@ -188,24 +226,25 @@ impl StreamLoadClient {
     }
 
     /// A GET on the FE REST API, unwrapping Doris' `{code, msg, data}` envelope.
-    async fn rest_get(&self, path: &str) -> Result<serde_json::Value, DorisError> {
-        let url = format!("http://{}{path}", self.fe());
-        self.rest(self.http.get(&url), url).await
+    async fn rest_get(&self, path: &ApiPath<'_>) -> Result<serde_json::Value, DorisError> {
+        self.rest(path, |url| self.http.get(url)).await
     }
 
     /// A POST on the FE REST API with a JSON body, unwrapping the envelope.
-    async fn rest_post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
-        let url = format!("http://{}{path}", self.fe());
-        self.rest(self.http.post(&url).json(body), url).await
+    async fn rest_post(&self, path: &ApiPath<'_>, body: &serde_json::Value) -> Result<serde_json::Value, DorisError> {
+        self.rest(path, |url| self.http.post(url).json(body)).await
     }
 
-    async fn rest(&self, request: reqwest::RequestBuilder, url: String) -> Result<serde_json::Value, DorisError> {
-        let resp = request
-            .header(AUTHORIZATION, self.credentials.basic())
-            .timeout(self.read_timeout)
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+    async fn rest(
+        &self,
+        path: &ApiPath<'_>,
+        request: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> Result<serde_json::Value, DorisError> {
+        let (url, resp) = self
+            .send_fe(path, |url| {
+                request(url).header(AUTHORIZATION, self.credentials.basic()).timeout(self.read_timeout)
+            })
+            .await?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
         if status == reqwest::StatusCode::UNAUTHORIZED {
@@ -233,8 +272,9 @@ impl StreamLoadClient {
     /// Run one statement through the FE's SQL API (`/api/query/default_cluster/{db}`): column
     /// names and rows as text.
     pub async fn query(&self, db: &str, stmt: &str) -> Result<(Vec<String>, Vec<Vec<String>>), DorisError> {
-        let data =
-            self.rest_post(&format!("/api/query/default_cluster/{db}"), &serde_json::json!({ "stmt": stmt })).await?;
+        let data = self
+            .rest_post(&ApiPath::new(["api", "query", "default_cluster", db]), &serde_json::json!({ "stmt": stmt }))
+            .await?;
         let names = data
             .get("meta")
             .and_then(|m| m.as_array())
@@ -256,7 +296,7 @@ impl StreamLoadClient {
     /// The FE's clock as an `@incr` window bound: `/api/tso`'s physical time, formatted by the FE
     /// (`FROM_UNIXTIME(ms / 1000, '%Y-%m-%d %H:%i:%s')`, so in its time zone, rounded down to the second).
     pub async fn tso_time(&self) -> Result<String, DorisError> {
-        let data = self.rest_get("/api/tso").await?;
+        let data = self.rest_get(&ApiPath::new(["api", "tso"])).await?;
         let ms =
             data.get("current_tso_physical_time").and_then(|m| m.as_i64()).ok_or_else(|| DorisError::Protocol {
                 url: format!("http://{}/api/tso", self.fe()),
@@ -273,8 +313,9 @@ impl StreamLoadClient {
 
     /// The tablets a snapshot of `sql` over `db.table` reads (`_query_plan`), sorted.
     pub async fn query_plan(&self, db: &str, table: &str, sql: &str) -> Result<Vec<i64>, DorisError> {
-        let data =
-            self.rest_post(&format!("/api/{db}/{table}/_query_plan"), &serde_json::json!({ "sql": sql })).await?;
+        let data = self
+            .rest_post(&ApiPath::new(["api", db, table, "_query_plan"]), &serde_json::json!({ "sql": sql }))
+            .await?;
         if let Some(exception) = data.get("exception").and_then(|e| e.as_str()) {
             return Err(DorisError::Table {
                 table: format!("{db}.{table}"),
@@ -294,7 +335,7 @@ impl StreamLoadClient {
     pub async fn flight_sql_port(&self) -> Result<Option<u16>, DorisError> {
         let data = self
             .rest_post(
-                "/api/query/default_cluster/information_schema",
+                &ApiPath::new(["api", "query", "default_cluster", "information_schema"]),
                 &serde_json::json!({ "stmt": "show frontends" }),
             )
             .await?;
@@ -312,9 +353,22 @@ impl StreamLoadClient {
         Ok(port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0))
     }
 
-    /// The FE host (without port) this client talks to.
+    /// The FE host (without port) this client talks to: the one that answered last.
     pub fn fe_host(&self) -> &str {
-        self.fe().rsplit_once(':').map_or(self.fe(), |(h, _)| h)
+        host_of(self.fe())
+    }
+
+    /// The FE (`host:http_port`) requests go to first: the one that answered last.
+    pub fn fe_node(&self) -> &str {
+        self.fe()
+    }
+
+    /// Every FE host (without port), the one that answered last first: where to look for the
+    /// Arrow Flight SQL service ([`super::scan::FlightReader::connect_any`]).
+    pub fn fe_hosts(&self) -> Vec<&str> {
+        let first = self.current_fe.load(Ordering::Relaxed);
+        let n = self.fenodes.len();
+        (0..n).map(|k| host_of(&self.fenodes[(first + k) % n])).collect()
     }
 
     pub fn credentials(&self) -> &Credentials {
@@ -323,7 +377,7 @@ impl StreamLoadClient {
 
     /// The key model and columns of `db.table`.
     pub async fn table_info(&self, db: &str, table: &str) -> Result<TableInfo, DorisError> {
-        let data = self.rest_get(&format!("/api/{db}/{table}/_schema")).await.map_err(|e| match e {
+        let data = self.rest_get(&ApiPath::new(["api", db, table, "_schema"])).await.map_err(|e| match e {
             DorisError::Http { body, .. } => DorisError::Table {
                 table: format!("{db}.{table}"),
                 message: format!("{body}; create it first, or fix `table`"),
@@ -341,7 +395,7 @@ impl StreamLoadClient {
 
     /// The alive BEs, from `GET /api/backends?is_alive=true` (for `auto_redirect = false`).
     pub async fn discover_backends(&self) -> Result<Vec<String>, DorisError> {
-        let data = self.rest_get("/api/backends?is_alive=true").await?;
+        let data = self.rest_get(&ApiPath::new(["api", "backends"]).query("is_alive=true")).await?;
         Ok(data
             .get("backends")
             .and_then(|b| b.as_array())
@@ -357,16 +411,15 @@ impl StreamLoadClient {
     /// Ask the FE where the body of a Stream Load to `db.table` goes: the BE URL of its 307
     /// redirect, without credentials (they are sent as a header).
     pub async fn resolve_be(&self, db: &str, table: &str) -> Result<reqwest::Url, DorisError> {
-        let url = format!("http://{}/api/{db}/{table}/_stream_load", self.fe());
-        let resp = self
-            .http
-            .put(&url)
-            .header(AUTHORIZATION, self.credentials.basic())
-            .header(EXPECT, "100-continue")
-            .header(reqwest::header::CONTENT_LENGTH, "0")
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let (url, resp) = self
+            .send_fe(&ApiPath::new(["api", db, table, "_stream_load"]), |url| {
+                self.http
+                    .put(url)
+                    .header(AUTHORIZATION, self.credentials.basic())
+                    .header(EXPECT, "100-continue")
+                    .header(reqwest::header::CONTENT_LENGTH, "0")
+            })
+            .await?;
         let status = resp.status();
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             return Err(DorisError::Unauthorized { url, user: self.credentials.user.clone() });
@@ -411,7 +464,7 @@ impl StreamLoadClient {
             self.resolve_be(db, table).await?
         } else {
             let be = &self.backends[fastrand::usize(..self.backends.len())];
-            let url = format!("http://{be}/api/{db}/{table}/_stream_load");
+            let url = ApiPath::new(["api", db, table, "_stream_load"]).url(be)?;
             reqwest::Url::parse(&url).map_err(|e| DorisError::Protocol { url, detail: e.to_string() })?
         };
         let url = be.to_string();
@@ -467,45 +520,42 @@ impl StreamLoadClient {
     /// Abort whatever transaction carries `label`. "Already aborted" and "not found" count as done;
     /// a label whose transaction is already committed is an error.
     pub async fn abort_label(&self, db: &str, label: &str) -> Result<TxnOutcome, DorisError> {
-        let url = format!("http://{}/api/{db}/_stream_load_2pc", self.fe());
-        let resp = self
-            .http
-            .put(&url)
-            .header(AUTHORIZATION, self.credentials.basic())
-            .header("label", label)
-            .header("txn_operation", "abort")
-            .header(reqwest::header::CONTENT_LENGTH, "0")
-            .timeout(self.read_timeout)
-            .send()
-            .await
-            .map_err(|e| connect_error(&url, e, self.read_timeout))?;
+        let (url, resp) = self
+            .send_fe(&ApiPath::new(["api", db, "_stream_load_2pc"]), |url| {
+                self.http
+                    .put(url)
+                    .header(AUTHORIZATION, self.credentials.basic())
+                    .header("label", label)
+                    .header("txn_operation", "abort")
+                    .header(reqwest::header::CONTENT_LENGTH, "0")
+                    .timeout(self.read_timeout)
+            })
+            .await?;
         let text = resp.text().await.map_err(|e| connect_error(&url, e, self.read_timeout))?;
         let reply: TxnReply = serde_json::from_str(&text)
             .map_err(|e| DorisError::Protocol { url: url.clone(), detail: format!("{e}: {text}") })?;
-        classify_txn(db, -1, "abort", reply).map_err(|e| match e {
-            DorisError::Txn { db, message, .. } => {
-                DorisError::Txn { db, txn_id: -1, operation: "abort", message: format!("label `{label}`: {message}") }
+        classify_txn(db, -1, "abort", reply).map_err(|mut e| {
+            if let DorisError::Txn { message, .. } = &mut e {
+                *message = format!("label `{label}`: {message}");
             }
-            other => other,
+            e
         })
     }
 
     async fn txn(&self, db: &str, txn_id: i64, operation: &'static str) -> Result<TxnOutcome, DorisError> {
-        let url = format!("http://{}/api/{db}/_stream_load_2pc", self.fe());
-        let mut target = url.clone();
-        // The FE may redirect 2PC to a BE; follow it by hand to keep the credentials.
-        for _ in 0..3 {
-            let resp = self
-                .http
-                .put(&target)
+        let put = |url: &str| {
+            self.http
+                .put(url)
                 .header(AUTHORIZATION, self.credentials.basic())
                 .header("txn_id", txn_id.to_string())
                 .header("txn_operation", operation)
                 .header(reqwest::header::CONTENT_LENGTH, "0")
                 .timeout(self.read_timeout)
-                .send()
-                .await
-                .map_err(|e| connect_error(&target, e, self.read_timeout))?;
+        };
+        let (url, mut resp) = self.send_fe(&ApiPath::new(["api", db, "_stream_load_2pc"]), put).await?;
+        let mut target = url.clone();
+        // The FE may redirect 2PC to a BE; follow it by hand to keep the credentials.
+        for _ in 0..3 {
             let status = resp.status();
             if status.is_redirection() {
                 let location = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()).unwrap_or_default();
@@ -514,6 +564,7 @@ impl StreamLoadClient {
                 let _ = next.set_username("");
                 let _ = next.set_password(None);
                 target = next.to_string();
+                resp = put(&target).send().await.map_err(|e| connect_error(&target, e, self.read_timeout))?;
                 continue;
             }
             if status == reqwest::StatusCode::UNAUTHORIZED {
@@ -528,20 +579,67 @@ impl StreamLoadClient {
     }
 }
 
+/// Characters a path segment keeps as they are: RFC 3986's unreserved ones. Everything else in a
+/// database or table name (`/`, `?`, `#`, `%`, spaces, non-ASCII …) is percent-escaped.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// A path of Doris' HTTP API as segments, escaped when the URL is built: a database or table may
+/// be named anything a plugin routes rows to, and must stay one segment.
+struct ApiPath<'a> {
+    segments: Vec<&'a str>,
+    query: Option<&'static str>,
+}
+
+impl<'a> ApiPath<'a> {
+    fn new(segments: impl IntoIterator<Item = &'a str>) -> Self {
+        Self { segments: segments.into_iter().collect(), query: None }
+    }
+
+    fn query(mut self, query: &'static str) -> Self {
+        self.query = Some(query);
+        self
+    }
+
+    /// `http://{node}/{segment}/…[?query]`.
+    fn url(&self, node: &str) -> Result<String, DorisError> {
+        let mut url = format!("http://{node}");
+        for segment in &self.segments {
+            // URL parsers resolve `.` and `..` (escaped or not) instead of sending them.
+            if matches!(*segment, "." | "..") {
+                return Err(DorisError::Table {
+                    table: segment.to_string(),
+                    message: "`.` and `..` cannot be named in a Doris URL; rename the database or table".into(),
+                });
+            }
+            url.push('/');
+            url.extend(utf8_percent_encode(segment, SEGMENT));
+        }
+        if let Some(q) = self.query {
+            url.push('?');
+            url.push_str(q);
+        }
+        Ok(url)
+    }
+}
+
+fn host_of(node: &str) -> &str {
+    node.rsplit_once(':').map_or(node, |(h, _)| h)
+}
+
 fn classify_txn(db: &str, txn_id: i64, operation: &'static str, reply: TxnReply) -> Result<TxnOutcome, DorisError> {
     // `Publish Timeout`: committed; the rows become visible shortly.
     if reply.status == "Success" || (operation == "commit" && reply.status == "Publish Timeout") {
         return Ok(TxnOutcome::Done);
     }
-    let msg = reply.msg.to_ascii_lowercase();
+    let state = TxnState::from_message(&reply.msg);
     let already = match operation {
-        "commit" => msg.contains("is already visible") || msg.contains("is already committed"),
-        _ => msg.contains("is already aborted") || msg.contains("not found"),
+        "commit" => state == TxnState::Committed,
+        _ => matches!(state, TxnState::Aborted | TxnState::NotFound),
     };
     if already {
         return Ok(TxnOutcome::AlreadyDone);
     }
-    let message = if operation == "commit" && (msg.contains("is already aborted") || msg.contains("not found")) {
+    let message = if operation == "commit" && matches!(state, TxnState::Aborted | TxnState::NotFound) {
         format!(
             "{} (the transaction was aborted, most likely because it stayed pre-committed past Doris' pre-commit timeout)",
             reply.msg
@@ -549,18 +647,123 @@ fn classify_txn(db: &str, txn_id: i64, operation: &'static str, reply: TxnReply)
     } else {
         reply.msg
     };
-    Err(DorisError::Txn { db: db.to_string(), txn_id, operation, message })
+    Err(DorisError::Txn { db: db.to_string(), txn_id, operation, status: reply.status, state, message })
 }
 
 fn connect_error(url: &str, e: reqwest::Error, timeout: Duration) -> DorisError {
     if e.is_timeout() {
         return DorisError::Timeout { url: url.to_string(), timeout };
     }
+    DorisError::Connect { url: url.to_string(), detail: error_chain(&e) }
+}
+
+/// `e` and its causes, `: `-separated (reqwest's own message alone says only "error sending request").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut detail = e.to_string();
-    let mut source = std::error::Error::source(&e);
+    let mut source = e.source();
     while let Some(s) = source {
         detail = format!("{detail}: {s}");
         source = s.source();
     }
-    DorisError::Connect { url: url.to_string(), detail }
+    detail
+}
+
+/// The error of a request that no FE took: with one FE its own error, with several one that names
+/// each FE tried and what it said.
+fn no_fe_answered(fenodes: &[String], mut failures: Vec<(String, reqwest::Error)>, timeout: Duration) -> DorisError {
+    if failures.len() == 1 {
+        let (url, e) = failures.remove(0);
+        return connect_error(&url, e, timeout);
+    }
+    let said: Vec<String> =
+        failures.into_iter().map(|(url, e)| format!("{url}: {}", error_chain(&e.without_url()))).collect();
+    DorisError::Connect {
+        url: fenodes.join(", "),
+        detail: format!("none of the {} FEs answered ({})", said.len(), said.join("; ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ApiPath, TxnOutcome, TxnReply, classify_txn};
+    use crate::doris::TxnState;
+
+    fn reply(status: &str, msg: &str) -> TxnReply {
+        TxnReply { status: status.into(), msg: msg.into() }
+    }
+
+    #[test]
+    fn refused_commits_and_aborts_carry_dorises_status_and_the_transactions_state() {
+        let gone = classify_txn(
+            "test",
+            7,
+            "commit",
+            reply(
+                "ANALYSIS_ERROR",
+                "TStatus: errCode = 2, detailMessage = transaction [7] is already aborted. abort reason: timeout",
+            ),
+        )
+        .unwrap_err();
+        assert!(gone.is_txn_gone(), "{gone:?}");
+        assert!(
+            matches!(&gone, crate::doris::DorisError::Txn { status, state: TxnState::Aborted, .. } if status == "ANALYSIS_ERROR"),
+            "{gone:?}"
+        );
+        assert!(gone.to_string().contains("pre-commit timeout"), "{gone}");
+        let not_ready =
+            classify_txn("test", 7, "commit", reply("ANALYSIS_ERROR", "transaction [7] is prepare, not pre-committed"))
+                .unwrap_err();
+        assert_eq!(not_ready.txn_state(), Some(TxnState::NotPrecommitted));
+        assert!(!not_ready.is_txn_gone());
+        let visible = reply("ANALYSIS_ERROR", "transaction [7] is already visible, not pre-committed.");
+        assert_eq!(classify_txn("test", 7, "commit", visible).unwrap(), TxnOutcome::AlreadyDone);
+        let unknown = reply("ANALYSIS_ERROR", "transaction [7] not found");
+        assert_eq!(classify_txn("test", 7, "abort", unknown).unwrap(), TxnOutcome::AlreadyDone);
+        let committed = reply("ANALYSIS_ERROR", "transaction [7] is already visible, could not abort.");
+        assert_eq!(classify_txn("test", 7, "abort", committed).unwrap_err().txn_state(), Some(TxnState::Committed));
+    }
+
+    #[test]
+    fn names_in_urls_are_escaped_as_one_path_segment() {
+        let weird = "we ird/ta?ble#1";
+        assert_eq!(
+            ApiPath::new(["api", "test", weird, "_stream_load"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/test/we%20ird%2Fta%3Fble%231/_stream_load"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "db 1", "_stream_load_2pc"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/db%201/_stream_load_2pc"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "query", "default_cluster", "100%"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/query/default_cluster/100%25"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "d", "表", "_schema"]).url("fe:8030").unwrap(),
+            "http://fe:8030/api/d/%E8%A1%A8/_schema"
+        );
+        // The escaped URL parses back to the same segments.
+        let url =
+            reqwest::Url::parse(&ApiPath::new(["api", "test", weird, "_query_plan"]).url("fe:8030").unwrap()).unwrap();
+        assert_eq!(url.path_segments().unwrap().count(), 4);
+        assert_eq!((url.query(), url.fragment()), (None, None));
+    }
+
+    #[test]
+    fn ordinary_names_are_unchanged() {
+        assert_eq!(
+            ApiPath::new(["api", "test", "student_trans-2.v1~x", "_stream_load"]).url("10.0.0.1:8030").unwrap(),
+            "http://10.0.0.1:8030/api/test/student_trans-2.v1~x/_stream_load"
+        );
+        assert_eq!(
+            ApiPath::new(["api", "backends"]).query("is_alive=true").url("fe:8030").unwrap(),
+            "http://fe:8030/api/backends?is_alive=true"
+        );
+    }
+
+    #[test]
+    fn dot_names_are_refused_rather_than_resolved_away() {
+        let err = ApiPath::new(["api", "test", "..", "_stream_load"]).url("fe:8030").unwrap_err();
+        assert!(err.to_string().starts_with("table `..`: "), "{err}");
+    }
 }

@@ -29,6 +29,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use backon::BackoffBuilder;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -116,6 +117,8 @@ pub struct Prepared {
 pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -> anyhow::Result<RunReport> {
     let max_restarts = p.sinks.iter().filter_map(|s| s.component.max_restarts()).max().unwrap_or(DEFAULT_MAX_RESTARTS);
     let mut failures = 0u32;
+    let policy = crate::retry::backoff(Duration::from_millis(500), max_restarts as usize);
+    let mut waits = policy.build();
     loop {
         let started = p.stats.checkpoints.load(Ordering::Relaxed);
         match run_once(p, opts, stop.clone()).await {
@@ -131,13 +134,13 @@ pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -
             Err(e) if is_restartable(&e) => {
                 if p.stats.checkpoints.load(Ordering::Relaxed) > started {
                     failures = 0;
+                    waits = policy.build();
                 }
-                if failures >= max_restarts {
+                let Some(wait) = waits.next() else {
                     return Err(e.context(format!("gave up after {failures} restarts (`max_retries`)")));
-                }
+                };
                 failures += 1;
                 p.stats.restarts.fetch_add(1, Ordering::Relaxed);
-                let wait = Duration::from_millis(500) * 2u32.pow(failures.min(6) - 1);
                 tracing::warn!(
                     "{e:#}; restarting from the last checkpoint in {wait:?} (attempt {failures} of {max_restarts})"
                 );

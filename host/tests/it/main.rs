@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod decoders;
+mod doris_client;
 mod doris_source;
 mod lookup;
 mod pipeline;

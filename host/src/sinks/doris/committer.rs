@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::doris::{DorisError, StreamLoadClient, TxnOutcome};
+use crate::doris::{StreamLoadClient, TxnOutcome};
 use crate::runtime::{Committer, Restartable};
 use crate::state::Journal;
 
@@ -40,33 +40,30 @@ pub struct DorisCommitter {
 }
 
 /// Commit attempts after the first, before the failure restarts the pipeline.
-const COMMIT_RETRIES: u32 = 5;
+const COMMIT_RETRIES: usize = 5;
 
 impl DorisCommitter {
     /// Commit one transaction, retrying what may pass on a second try.
     async fn commit_one(&self, t: &Txn) -> anyhow::Result<()> {
-        let mut attempt = 0;
-        loop {
-            match self.client.commit(&t.db, t.txn_id).await {
-                Ok(_) => return Ok(()),
-                Err(e @ DorisError::Txn { .. })
-                    if e.to_string().contains("aborted") || e.to_string().contains("not found") =>
-                {
-                    anyhow::bail!(
-                        "cannot commit `{}.{}` label `{}`: {e}; the rows of that load are not in Doris",
-                        t.db,
-                        t.table,
-                        t.label
-                    );
-                }
-                Err(e) if attempt < COMMIT_RETRIES => {
-                    attempt += 1;
-                    self.commit_retries.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(label = %t.label, "commit failed, retrying: {e}");
-                    tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
-                }
-                Err(e) => return Err(Restartable::error(e.to_string())),
-            }
+        use backon::Retryable;
+        let commit = || self.client.commit(&t.db, t.txn_id);
+        let committed = commit
+            .retry(crate::retry::backoff(Duration::from_millis(400), COMMIT_RETRIES))
+            .when(|e| !e.is_txn_gone())
+            .notify(|e, wait| {
+                self.commit_retries.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(label = %t.label, "commit failed, retrying in {wait:?}: {e}");
+            })
+            .await;
+        match committed {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_txn_gone() => anyhow::bail!(
+                "cannot commit `{}.{}` label `{}`: {e}; the rows of that load are not in Doris",
+                t.db,
+                t.table,
+                t.label
+            ),
+            Err(e) => Err(Restartable::error(e.to_string())),
         }
     }
 

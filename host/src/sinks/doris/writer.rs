@@ -804,8 +804,10 @@ async fn batch_load(
     headers: &[(String, String)],
     body: Bytes,
 ) -> anyhow::Result<()> {
+    use backon::BackoffBuilder;
     let started = Instant::now();
     let mut attempt = 0u32;
+    let mut waits = crate::retry::backoff(Duration::from_millis(500), settings.max_retries as usize).build();
     loop {
         let timeout = settings.read_timeout + Duration::from_secs(body.len() as u64 / (1 << 20));
         let result = client.load(db, table, headers, reqwest::Body::from(body.clone()), Some(timeout)).await;
@@ -825,14 +827,18 @@ async fn batch_load(
             },
             Err(e) => from_doris(e),
         };
-        let retryable = is_restartable(&failure);
-        if !retryable || attempt >= settings.max_retries {
+        let wait = waits.next().filter(|_| is_restartable(&failure));
+        let Some(wait) = wait else {
             metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
             return Err(failure);
-        }
+        };
         attempt += 1;
         metrics.load_retries.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(label = label.unwrap_or(""), attempt, "load failed, retrying with the same label: {failure}");
-        tokio::time::sleep(Duration::from_millis(500) * 2u32.pow(attempt.min(5) - 1)).await;
+        tracing::warn!(
+            label = label.unwrap_or(""),
+            attempt,
+            "load failed, retrying with the same label in {wait:?}: {failure}"
+        );
+        tokio::time::sleep(wait).await;
     }
 }

@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use super::offsets::OffsetPublisher;
 use super::snapshot::{DorisScan, ScanPlan, ScanPosition};
 use super::{DorisTable, IncrementType, ScanMode, transient};
-use crate::doris::StreamLoadClient;
 use crate::doris::scan::{FlightReader, quote};
+use crate::doris::{DorisError, StreamLoadClient};
 use crate::runtime::{Event, Position, Restartable, SourceReader, SplitEnumerator, TableId};
 use crate::{Batch, RowKind};
 
@@ -152,13 +152,6 @@ impl Position for ChangelogPosition {}
 
 const META: [&str; 3] = ["__DORIS_BINLOG_TSO__", "__DORIS_BINLOG_LSN__", "__DORIS_BINLOG_OP__"];
 
-fn visibility_error(text: &str) -> bool {
-    text.contains("5101")
-        || text.contains("5100")
-        || text.contains("timeout waiting previous transactions finish")
-        || text.contains("INCR_WINDOW_NOT_READY")
-}
-
 impl DorisChangelog {
     async fn new(e: &ChangelogEnumerator, worker: usize, position: Option<ChangelogPosition>) -> anyhow::Result<Self> {
         let source = &e.source;
@@ -240,15 +233,17 @@ impl DorisChangelog {
 
     /// A failed read of the current window: wait and retry it while Doris says its transactions
     /// are still in flight, else fail.
-    async fn window_failed(&mut self, e: String) -> anyhow::Result<()> {
+    async fn window_failed(&mut self, e: DorisError) -> anyhow::Result<()> {
         let w = self.window.as_mut().expect("a window is open");
-        if visibility_error(&e) && w.since.elapsed() < self.visible_wait {
+        let not_ready = e.is_window_not_ready();
+        if not_ready && w.since.elapsed() < self.visible_wait {
             tracing::info!(table = %self.table, start = %self.start, end = %w.end, "window not visible yet, retrying: {e}");
             w.stream = None;
             tokio::time::sleep(Duration::from_millis(500)).await;
             return Ok(());
         }
-        if e.contains("has expired") {
+        // Doris gives the expiry no code of its own: its words are all there is.
+        if e.to_string().contains("has expired") {
             anyhow::bail!(
                 "reading the changelog of `{}` from {}: {e}; the changes after that point are gone and this start cannot be resumed: start over with `scan.mode = \"initial\"` and a new `pipeline.state_dir` to rebuild the target from a new snapshot (with an offset table, also use a new `changelog.consumer_id` or remove `changelog.offset_table` and `changelog.consumer_id`, or the old record wins over `initial`)",
                 self.table,
@@ -257,7 +252,7 @@ impl DorisChangelog {
         }
         let failed = format!("reading the changelog of `{}` window [{}, {}): {e}", self.table, self.start, w.end);
         // Waited `changelog.visible_wait_timeout` already: a restart would only wait again.
-        if visibility_error(&e) { Err(anyhow::anyhow!(failed)) } else { Err(Restartable::error(failed)) }
+        if not_ready || !e.is_transient() { Err(anyhow::anyhow!(failed)) } else { Err(Restartable::error(failed)) }
     }
 
     fn to_batch(&self, batch: RecordBatch) -> anyhow::Result<Batch> {
@@ -351,7 +346,7 @@ impl DorisChangelog {
                         w.seen = 0;
                     }
                     Err(e) => {
-                        self.window_failed(e.to_string()).await?;
+                        self.window_failed(e).await?;
                         continue;
                     }
                 }
@@ -369,7 +364,7 @@ impl DorisChangelog {
                     w.delivered = w.seen;
                     return Ok(Some(self.to_batch(batch)?));
                 }
-                Some(Err(e)) => self.window_failed(e.to_string()).await?,
+                Some(Err(e)) => self.window_failed(crate::doris::scan::flight_error(self.reader.url(), e)).await?,
                 None => {
                     let w = self.window.take().expect("open");
                     self.start = w.end;

@@ -28,8 +28,8 @@ use crate::transforms::normalize::Normalize;
 pub struct DorisTable {
     pub config: DorisSource,
     pub conn: Arc<DorisConnection>,
-    /// The FE's Arrow Flight SQL address.
-    pub flight_addr: String,
+    /// The FEs' Arrow Flight SQL addresses, in the order to try them.
+    pub flight_addrs: Vec<String>,
     pub table: TableId,
     pub db: String,
     pub name: String,
@@ -43,7 +43,7 @@ impl DorisTable {
     /// A Flight SQL session with the FE.
     pub async fn flight(&self) -> anyhow::Result<FlightReader> {
         let timeout = self.conn.section.request_connect_timeout.0;
-        FlightReader::connect(&self.flight_addr, self.conn.client.credentials(), timeout).await.map_err(transient)
+        FlightReader::connect_any(&self.flight_addrs, self.conn.client.credentials(), timeout).await.map_err(transient)
     }
 
     /// `read.field` as a quoted select list (`*` when absent).
@@ -86,7 +86,7 @@ impl SourceConfig for DorisSource {
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
         let conn = ctx.doris(self.connection.as_deref()).await?;
         let (db, table) = self.table.split_once('.').context("source.table: expected `db.table`")?;
-        let flight_addr = conn.flight_addr(self.flight_sql_port).await?;
+        let flight_addrs = conn.flight_addrs(self.flight_sql_port).await?;
         let offsets = match (&self.changelog.offset_table, &self.changelog.consumer_id) {
             (Some(table), Some(consumer)) => {
                 let url = conn.jdbc_url().context("changelog.offset_table")?;
@@ -97,7 +97,7 @@ impl SourceConfig for DorisSource {
         let mut source = DorisTable {
             config: self.clone(),
             conn,
-            flight_addr,
+            flight_addrs,
             table: TableId::new(self.table.as_str()),
             db: db.to_string(),
             name: table.to_string(),

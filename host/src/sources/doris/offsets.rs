@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use backon::BackoffBuilder;
 use mysql_async::prelude::Queryable;
 use tokio::sync::watch;
 
@@ -110,14 +111,14 @@ impl OffsetTable {
         tokio::spawn(async move {
             while rx.changed().await.is_ok() {
                 let Some(start) = rx.borrow_and_update().clone() else { continue };
-                let mut attempt = 0u32;
+                let mut waits = crate::retry::backoff(Duration::from_millis(400), 5).build();
                 while let Err(e) = self.write(&start).await {
-                    attempt += 1;
-                    if attempt > 5 || rx.has_changed().unwrap_or(true) {
+                    let wait = waits.next().filter(|_| !rx.has_changed().unwrap_or(true));
+                    let Some(wait) = wait else {
                         tracing::warn!(table = %self.table, consumer = %self.consumer, "offset not written: {e:#}");
                         break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
+                    };
+                    tokio::time::sleep(wait).await;
                 }
             }
         });

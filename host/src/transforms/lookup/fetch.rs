@@ -126,10 +126,12 @@ impl Dimension {
         let _ = self.pool.clone().disconnect().await;
     }
 
-    /// Run `sql`, retrying with backoff (0.5s, 1s, 2s, …) up to `max_retries` times; `lookup`
-    /// counts it in the metrics.
+    /// Run `sql`, retrying with backoff (0.5s, 1s, 2s, … with jitter) up to `max_retries` times;
+    /// `lookup` counts it in the metrics.
     async fn query(&self, sql: &str, lookup: bool) -> Result<Vec<TextRow>, LookupError> {
+        use backon::BackoffBuilder;
         let mut attempt = 0u32;
+        let mut waits = crate::retry::backoff(Duration::from_millis(500), self.max_retries as usize).build();
         loop {
             let started = Instant::now();
             let query = async {
@@ -147,7 +149,7 @@ impl Dimension {
                 Ok(rows) => return Ok(rows.into_iter().map(text_row).collect()),
                 Err(e) if attempt < self.max_retries => {
                     attempt += 1;
-                    let wait = Duration::from_millis(500) * 2u32.pow((attempt - 1).min(6));
+                    let wait = waits.next().unwrap_or(Duration::from_millis(500));
                     tracing::warn!(table = %self.table, "lookup query failed, retrying in {wait:?}: {e}");
                     tokio::time::sleep(wait).await;
                 }
