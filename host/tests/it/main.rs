@@ -1,6 +1,7 @@
 //! Integration tests of the plugin runtime against real WebAssembly components from `plugins/`.
 //! One test binary keeps link time down.
 
+mod architecture;
 mod cli;
 mod common;
 mod decoders;
