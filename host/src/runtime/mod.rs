@@ -235,6 +235,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     let (completed_tx, completed_rx) = watch::channel(last_id);
     let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<Ack>();
     let (exhausted_tx, mut exhausted_rx) = mpsc::unbounded_channel::<usize>();
+    let (now_tx, mut now_rx) = mpsc::unbounded_channel::<()>();
     let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
     p.stats.splits.reset();
     let mut enumerator = p.source.component.enumerator(&positions).await?;
@@ -248,6 +249,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             triggers: trigger_rx.clone(),
             completed: completed_rx.clone(),
             exhausted: exhausted_tx.clone(),
+            checkpoint_now: now_tx.clone(),
             stats: p.stats.clone(),
         };
         tasks.spawn(worker::source_task(reader, feed));
@@ -307,6 +309,8 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
                 }
             }
             Some(w) = exhausted_rx.recv() => exhausted[w] = true,
+            // A checkpoint asked for now: the next one starts at once (or the pending one serves).
+            Some(()) = now_rx.recv() => next_checkpoint = tokio::time::Instant::now(),
             Some(ack) = ack_rx.recv() => {
                 let Some(cp) = pending.as_mut() else { anyhow::bail!("a barrier acknowledged without a checkpoint") };
                 if ack.id != cp.id {

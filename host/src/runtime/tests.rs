@@ -290,3 +290,204 @@ async fn a_sink_that_keeps_failing_is_given_up_after_its_max_retries() {
     assert!(!is_restartable(&anyhow::anyhow!("plain")));
     assert!(is_restartable(&Restartable::error("x").context("while writing")));
 }
+
+/// One table whose schema changes between two batches, for the schema-change test.
+struct Changing;
+
+struct ChangingReader {
+    events: std::collections::VecDeque<Event>,
+}
+
+fn table_batch(columns: &[&str], rows: usize) -> Batch {
+    let schema =
+        Arc::new(Schema::new(columns.iter().map(|c| Field::new(*c, DataType::Int64, false)).collect::<Vec<_>>()));
+    let arrays =
+        columns.iter().map(|_| Arc::new(Int64Array::from(vec![1i64; rows])) as arrow::array::ArrayRef).collect();
+    Batch::new(RecordBatch::try_new(schema, arrays).unwrap())
+}
+
+#[async_trait]
+impl Source for Changing {
+    fn schema(&self) -> Option<SchemaRef> {
+        None
+    }
+
+    async fn enumerator(&self, _restored: &[Option<serde_json::Value>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
+        Ok(Box::new(ChangingSplits))
+    }
+
+    fn describe(&self) -> String {
+        "changing".into()
+    }
+}
+
+struct ChangingSplits;
+
+#[async_trait]
+impl SplitEnumerator for ChangingSplits {
+    async fn reader(
+        &mut self,
+        worker: usize,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn SourceReader>> {
+        assert!(worker == 0 && position.is_none());
+        let t = TableId::new("app.users");
+        let change = |cols: &[&str]| {
+            let b = table_batch(cols, 0);
+            Event::SchemaChange(SchemaChange {
+                table: t.clone(),
+                schema: b.data.schema(),
+                primary_key: vec!["id".into()],
+                ddl: None,
+            })
+        };
+        let events = [
+            change(&["id"]),
+            Event::data(&t, table_batch(&["id"], 3)),
+            change(&["id", "x"]),
+            Event::data(&t, table_batch(&["id", "x"], 2)),
+        ];
+        Ok(Box::new(ChangingReader { events: events.into() }))
+    }
+}
+
+#[async_trait]
+impl SourceReader for ChangingReader {
+    async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+        Ok(self.events.pop_front())
+    }
+
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({ "left": self.events.len() })
+    }
+}
+
+/// Counts rows per instance and hands its count on as state.
+struct Counting(Arc<Mutex<Vec<String>>>);
+
+struct CountingInstance {
+    schema: SchemaRef,
+    rows: u64,
+}
+
+impl Transform for Counting {
+    fn instance(
+        &self,
+        _worker: usize,
+        table: &TableId,
+        input: &SchemaRef,
+        state: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn TransformInstance>> {
+        let rows = state.and_then(|s| s.as_u64()).unwrap_or(0);
+        self.0.lock().unwrap().push(format!("instance {table} {} columns, state {rows}", input.fields().len()));
+        Ok(Box::new(CountingInstance { schema: input.clone(), rows }))
+    }
+
+    fn describe(&self) -> String {
+        "counting".into()
+    }
+}
+
+#[async_trait]
+impl TransformInstance for CountingInstance {
+    fn output_schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn process(&mut self, batch: Batch) -> anyhow::Result<Vec<Batch>> {
+        self.rows += batch.num_rows() as u64;
+        Ok(vec![batch])
+    }
+
+    fn snapshot(&self) -> Option<serde_json::Value> {
+        Some(self.rows.into())
+    }
+}
+
+/// A sink that writes down what reaches it, in order.
+struct Recording(Arc<Mutex<Vec<String>>>);
+
+#[async_trait]
+impl Sink for Recording {
+    fn claims(&self) -> Option<&str> {
+        None
+    }
+
+    async fn writer(&self, _ctx: WriterContext) -> anyhow::Result<Box<dyn SinkWriter>> {
+        Ok(Box::new(Recording(self.0.clone())))
+    }
+
+    fn committer(&self) -> &dyn Committer {
+        self
+    }
+
+    async fn check(&self, _schema: Option<&SchemaRef>) -> anyhow::Result<String> {
+        Ok("recording".into())
+    }
+}
+
+#[async_trait]
+impl SinkWriter for Recording {
+    async fn write(&mut self, table: &TableId, batch: &Batch) -> anyhow::Result<()> {
+        self.0.lock().unwrap().push(format!(
+            "data {table} {} rows × {} columns",
+            batch.num_rows(),
+            batch.data.num_columns()
+        ));
+        Ok(())
+    }
+
+    async fn schema_change(&mut self, change: &SchemaChange) -> anyhow::Result<()> {
+        self.0.lock().unwrap().push(format!("schema {} {} columns", change.table, change.schema.fields().len()));
+        Ok(())
+    }
+
+    async fn prepare_commit(&mut self, _checkpoint: u64) -> anyhow::Result<serde_json::Value> {
+        Ok(serde_json::Value::Null)
+    }
+}
+
+#[async_trait]
+impl Committer for Recording {
+    async fn commit(&self, _id: u64, _committables: &[serde_json::Value]) -> anyhow::Result<u64> {
+        Ok(0)
+    }
+
+    async fn recover(&self, _committed: &[serde_json::Value]) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_change_reaches_the_sink_in_order_and_makes_new_transform_instances_that_keep_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let p = Prepared {
+        file: dir.path().join("pipeline.toml"),
+        name: "changing".into(),
+        parallelism: 1,
+        checkpoint_interval: Duration::from_secs(10),
+        state: Arc::new(crate::state::StateDir::open(dir.path()).unwrap()),
+        source: Named { name: "changing".into(), component: Arc::new(Changing) },
+        transforms: vec![Named { name: "counting".into(), component: Arc::new(Counting(log.clone())) }],
+        sinks: vec![Named { name: "recording".into(), component: Arc::new(Recording(log.clone())) }],
+        stats: Arc::new(crate::metrics::Stats::default()),
+    };
+    let report = run_to_end(&p).await.unwrap();
+    assert!(report.finished);
+    assert!(report.checkpoint >= 3, "each schema change waits for a checkpoint of what came before it: {report:?}");
+    assert_eq!(
+        log.lock().unwrap().as_slice(),
+        [
+            "instance app.users 1 columns, state 0",
+            "schema app.users 1 columns",
+            "data app.users 3 rows × 1 columns",
+            "instance app.users 2 columns, state 3",
+            "schema app.users 2 columns",
+            "data app.users 2 rows × 2 columns",
+        ]
+    );
+    // The transform's state is checkpointed per table.
+    let cp = p.state.checkpoint().unwrap().unwrap();
+    assert_eq!(cp.transforms["counting"], [serde_json::json!({ "app.users": 5 })]);
+}

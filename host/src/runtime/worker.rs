@@ -51,6 +51,8 @@ pub(super) struct Feed {
     /// The last checkpoint completed (committed).
     pub completed: watch::Receiver<u64>,
     pub exhausted: mpsc::UnboundedSender<usize>,
+    /// Asks the coordinator for a checkpoint now (before a schema change).
+    pub checkpoint_now: mpsc::UnboundedSender<()>,
     pub stats: Arc<Stats>,
 }
 
@@ -71,14 +73,30 @@ fn fetch(mut reader: Box<dyn SourceReader>) -> Fetch {
     })
 }
 
+/// A schema change a reader returned, held until every row before it is committed.
+struct Held {
+    change: SchemaChange,
+    reader: Box<dyn SourceReader>,
+    /// The reader's position after the change.
+    after: serde_json::Value,
+    /// The checkpoint whose barrier went out before the change.
+    barrier: Option<u64>,
+}
+
 /// Feeds one worker: events, and a barrier with the position after the last event sent whenever
 /// the coordinator asks for a checkpoint.
+///
+/// A schema change is aligned to a checkpoint: the task asks for one at once, answers its barrier
+/// with the position before the change, and passes the change on only once that checkpoint is
+/// committed. So a sink alters a table with none of its loads pending (Doris aborts a
+/// pre-committed load whose table changed), and a crash before the change is applied replays it.
 pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -> anyhow::Result<()> {
     let mut answered = feed.triggers.borrow().id;
     let mut notified = *feed.completed.borrow();
     let mut exhausted = false;
     let mut position = reader.position();
-    let mut pending = fetch(reader);
+    let mut pending = Some(fetch(reader));
+    let mut held: Option<Held> = None;
     loop {
         let t = *feed.triggers.borrow_and_update();
         if t.id > answered {
@@ -86,6 +104,24 @@ pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -
             let barrier = Message::Barrier { id: t.id, position: position.clone(), exhausted };
             if feed.tx.send(barrier).await.is_err() || t.last {
                 return Ok(());
+            }
+            if let Some(h) = held.as_mut() {
+                h.barrier.get_or_insert(t.id);
+            }
+            continue;
+        }
+        if let Some(h) = held.take_if(|h| h.barrier.is_some_and(|id| *feed.completed.borrow() >= id)) {
+            if feed.tx.send(Message::Event(Event::SchemaChange(h.change))).await.is_err() {
+                return Ok(());
+            }
+            position = h.after;
+            pending = Some(fetch(h.reader));
+            continue;
+        }
+        if held.is_some() {
+            tokio::select! {
+                changed = feed.triggers.changed() => if changed.is_err() { return Ok(()) },
+                changed = feed.completed.changed() => if changed.is_err() { return Ok(()) },
             }
             continue;
         }
@@ -95,6 +131,7 @@ pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -
             }
             continue;
         }
+        let fetching = pending.as_mut().expect("a request is out unless a change is held");
         tokio::select! {
             biased;
             changed = feed.triggers.changed() => {
@@ -102,8 +139,19 @@ pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -
                     return Ok(());
                 }
             }
-            (mut reader, event, after) = &mut pending => {
+            (mut reader, event, after) = fetching => {
+                pending = None;
+                let completed = *feed.completed.borrow();
+                if completed > notified {
+                    notified = completed;
+                    reader.on_checkpoint_complete(completed).await?;
+                }
                 match event? {
+                    Some(Event::SchemaChange(change)) => {
+                        let _ = feed.checkpoint_now.send(());
+                        held = Some(Held { change, reader, after, barrier: None });
+                        continue;
+                    }
                     Some(event) => {
                         if let Event::Data { batch, .. } = &event {
                             feed.stats.rows_read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
@@ -118,12 +166,7 @@ pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -
                     }
                 }
                 position = after;
-                let completed = *feed.completed.borrow();
-                if completed > notified {
-                    notified = completed;
-                    reader.on_checkpoint_complete(completed).await?;
-                }
-                pending = fetch(reader);
+                pending = Some(fetch(reader));
             }
         }
     }

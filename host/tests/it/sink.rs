@@ -185,3 +185,67 @@ async fn batches_routed_to_another_table_get_their_own_load() {
     assert_eq!(doris.sql("SELECT name FROM test.t"), ["default"]);
     assert_eq!(doris.sql("SELECT name FROM test.other"), ["routed"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_max_open_loads_the_least_recently_written_load_is_ended_and_joins_the_checkpoint() {
+    let doris = Doris::start().await;
+    for t in ["a", "b", "c"] {
+        doris.sql(&format!(
+            "CREATE TABLE test.{t} (id INT, name VARCHAR(32)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&doris, dir.path(), "test.a", "max_open_loads = 2");
+    for (i, t) in ["test.a", "test.b", "test.c", "test.a"].iter().enumerate() {
+        w.write(&rows(PEOPLE, &[person(RowKind::Insert, i as i64, t)]).with_table(*t)).await.unwrap();
+        let open: Vec<String> = doris.open_txns().into_iter().filter(|t| t.contains("Prepare")).collect();
+        assert!(open.len() <= 2, "write {i}: {open:?}");
+    }
+    // a (ended when c opened), b (ended when a opened again), then c and the second a at the barrier.
+    let txns = w.prepare_commit().await.unwrap();
+    let mut tables: Vec<&str> = txns.iter().map(|t| t.table.as_str()).collect();
+    tables[2..].sort_unstable();
+    assert_eq!(tables, ["a", "b", "a", "c"], "the two ended early first, then the barrier's (any order)");
+    commit(&doris, txns).await;
+    assert_eq!(doris.sql("SELECT id FROM test.a ORDER BY id"), ["0", "3"]);
+    assert_eq!(doris.sql("SELECT id FROM test.b UNION ALL SELECT id FROM test.c ORDER BY id"), ["1", "2"]);
+}
+
+/// A schema change reaching the Doris sink: a table it has never seen is created, a new column
+/// is added, and rows of each schema land in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_change_creates_a_missing_table_and_alters_it_when_columns_change() {
+    use sluice::runtime::{SchemaChange, TableId};
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"ddl\"\n[doris]\nfenodes = {}\n[[source]]\ntype = \"datagen\"\nschema = \"id INT\"\n[[sink]]\ntype = \"doris\"\ntable = \"test.users\"\n",
+        doris.fenodes()
+    );
+    let path = crate::common::pipeline_file(dir.path(), &text);
+    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+    let sink = &prepared.sinks[0].component;
+    let mut w = sink.writer(WriterContext { worker: 0, run: 1, checkpoint: 1 }).await.unwrap();
+    let table = TableId::new("app.users");
+    let change = |columns: &str| SchemaChange {
+        table: table.clone(),
+        schema: arrow_schema(&parse_columns(columns).unwrap()),
+        primary_key: vec!["id".into()],
+        ddl: None,
+    };
+    w.schema_change(&change("id INT NOT NULL, name VARCHAR(32)")).await.unwrap();
+    let info = doris.sql("SHOW CREATE TABLE test.users").join(" ");
+    assert!(info.contains("UNIQUE KEY(`id`)"), "{info}");
+    w.write(&table, &rows(PEOPLE, &[person(RowKind::Insert, 1, "ann")])).await.unwrap();
+    // The runtime commits what came before a schema change first (Doris aborts a pre-committed
+    // load whose table changes).
+    let committables = w.prepare_commit(1).await.unwrap();
+    assert_eq!(sink.committer().commit(1, &[committables]).await.unwrap(), 1);
+    w.schema_change(&change("id INT NOT NULL, name VARCHAR(32), age INT")).await.unwrap();
+    let mut b = BatchBuilder::new(arrow_schema(&parse_columns("id INT, name VARCHAR(32), age INT").unwrap())).unwrap();
+    b.push(RowKind::Insert, &[Value::Int(2), Value::Str("bob"), Value::Int(40)]).unwrap();
+    w.write(&table, &b.finish().unwrap()).await.unwrap();
+    let committables = w.prepare_commit(2).await.unwrap();
+    assert_eq!(sink.committer().commit(2, &[committables]).await.unwrap(), 1);
+    assert_eq!(doris.sql("SELECT id, name, age FROM test.users ORDER BY id"), ["1\tann\tNULL", "2\tbob\t40"]);
+}

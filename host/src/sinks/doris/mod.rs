@@ -349,7 +349,7 @@ impl SinkWriter for DorisSinkWriter {
             tracing::info!(table = %target, "schema change of `{}`: {stmt}", change.table);
             client.query(db, &stmt).await.with_context(|| format!("`{target}`: {stmt}"))?;
         }
-        Ok(())
+        self.writer.after_schema_change(&target).await
     }
 
     async fn prepare_commit(&mut self, _checkpoint: u64) -> anyhow::Result<serde_json::Value> {

@@ -608,8 +608,15 @@ impl DorisWriter {
         if self.settings.batch_mode.is_some() {
             return if self.tables.contains_key(target) { self.flush_table(target).await } else { Ok(()) };
         }
-        self.end_load(target).await?;
-        self.tables.remove(target);
+        self.end_load(target).await
+    }
+
+    /// `target`'s columns changed: read its key model and columns again. Its loads of this
+    /// checkpoint keep counting, so no label repeats.
+    pub async fn after_schema_change(&mut self, target: &str) -> anyhow::Result<()> {
+        if let Some(ts) = self.tables.get_mut(target) {
+            ts.info = self.client.table_info(&ts.db, &ts.table).await.map_err(from_doris)?;
+        }
         Ok(())
     }
 }

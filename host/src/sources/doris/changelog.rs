@@ -259,22 +259,7 @@ impl DorisChangelog {
         let op = batch
             .column_by_name("__DORIS_BINLOG_OP__")
             .with_context(|| format!("`{}`@incr returned no __DORIS_BINLOG_OP__ column", self.table))?;
-        let op = cast(op, &arrow::datatypes::DataType::Int8)?;
-        let op = op.as_any().downcast_ref::<arrow::array::Int8Array>().expect("cast to Int8");
-        let kinds = op
-            .iter()
-            .map(|o| match o {
-                Some(0) => Ok(RowKind::Insert),
-                Some(1) => Ok(RowKind::Delete),
-                Some(2) => Ok(RowKind::UpdateBefore),
-                Some(3) => Ok(RowKind::UpdateAfter),
-                other => anyhow::bail!(
-                    "`{}`@incr returned __DORIS_BINLOG_OP__ = {}, which is none of 0 (insert), 1 (delete), 2 (update-before), 3 (update-after); this Doris speaks a changelog Sluice does not know",
-                    self.table,
-                    other.map_or("NULL".to_string(), |v| v.to_string())
-                ),
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let kinds = row_kinds(op, &self.table)?;
         let columns = self
             .schema
             .fields()
@@ -288,6 +273,26 @@ impl DorisChangelog {
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(Batch { table: None, data: RecordBatch::try_new(self.schema.clone(), columns)?, row_kinds: kinds })
     }
+}
+
+/// The row kinds of a window from its `__DORIS_BINLOG_OP__` column: 0 insert, 1 delete,
+/// 2 update-before, 3 update-after. Anything else is an error naming the value, never a guess.
+fn row_kinds(op: &arrow::array::ArrayRef, table: &str) -> anyhow::Result<Vec<RowKind>> {
+    let op = cast(op, &arrow::datatypes::DataType::Int8)
+        .with_context(|| format!("`{table}`@incr returned a __DORIS_BINLOG_OP__ column of type {}", op.data_type()))?;
+    let op = op.as_any().downcast_ref::<arrow::array::Int8Array>().context("__DORIS_BINLOG_OP__ as Int8")?;
+    op.iter()
+        .map(|o| match o {
+            Some(0) => Ok(RowKind::Insert),
+            Some(1) => Ok(RowKind::Delete),
+            Some(2) => Ok(RowKind::UpdateBefore),
+            Some(3) => Ok(RowKind::UpdateAfter),
+            other => anyhow::bail!(
+                "`{table}`@incr returned __DORIS_BINLOG_OP__ = {}, which is none of 0 (insert), 1 (delete), 2 (update-before), 3 (update-after); this Doris writes a changelog Sluice does not know",
+                other.map_or("NULL".to_string(), |v| v.to_string())
+            ),
+        })
+        .collect()
 }
 
 impl DorisChangelog {
@@ -405,5 +410,26 @@ impl SourceReader for DorisChangelog {
             rows: self.window.as_ref().map_or(0, |w| w.delivered),
         }
         .to_value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int32Array};
+
+    use super::*;
+
+    #[test]
+    fn op_codes_are_row_kinds_and_an_unknown_one_is_an_error_naming_it() {
+        let ops: ArrayRef = Arc::new(Int32Array::from(vec![0, 1, 2, 3]));
+        let kinds = row_kinds(&ops, "test.t").unwrap();
+        assert_eq!(kinds, [RowKind::Insert, RowKind::Delete, RowKind::UpdateBefore, RowKind::UpdateAfter]);
+        let bad: ArrayRef = Arc::new(Int32Array::from(vec![Some(0), Some(7)]));
+        let e = row_kinds(&bad, "test.t").unwrap_err().to_string();
+        assert!(e.starts_with("`test.t`@incr returned __DORIS_BINLOG_OP__ = 7, which is none of 0 (insert)"), "{e}");
+        let null: ArrayRef = Arc::new(Int32Array::from(vec![None]));
+        assert!(row_kinds(&null, "test.t").unwrap_err().to_string().contains("__DORIS_BINLOG_OP__ = NULL"));
     }
 }
