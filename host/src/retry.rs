@@ -11,7 +11,7 @@ use std::time::Duration;
 /// logs each one with the wait that follows:
 ///
 /// ```no_run
-/// # async fn f(client: sluice::doris::StreamLoadClient) -> Result<(), sluice::doris::DorisError> {
+/// # async fn f(client: sluice::doris::FeClient) -> Result<(), sluice::doris::DorisError> {
 /// use backon::Retryable;
 /// use std::time::Duration;
 ///

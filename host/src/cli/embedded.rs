@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::doris::{Credentials, StreamLoadClient};
+use crate::doris::{Credentials, FeClient};
 
 /// The statements of an SQL file: split on `;` outside quotes; `--` comments dropped.
 pub fn statements(text: &str) -> Vec<String> {
@@ -90,10 +90,10 @@ impl EmbeddedDoris {
     }
 
     /// A client of its FE.
-    pub fn client(&self) -> anyhow::Result<StreamLoadClient> {
+    pub fn client(&self) -> anyhow::Result<FeClient> {
         let timeout = std::time::Duration::from_secs(30);
         let fe = vec![self.fe_http_addr().to_string()];
-        Ok(StreamLoadClient::new(fe, Credentials::new("root", ""), timeout, timeout)?)
+        Ok(FeClient::new(fe, Credentials::new("root", ""), timeout, timeout)?)
     }
 
     pub async fn stop(self) {
@@ -105,7 +105,7 @@ impl EmbeddedDoris {
 }
 
 /// Run `init_sql` (relative to the pipeline file) on the embedded doris-lite.
-pub async fn run_init_sql(file: &Path, init: &Path, client: &StreamLoadClient) -> anyhow::Result<()> {
+pub async fn run_init_sql(file: &Path, init: &Path, client: &FeClient) -> anyhow::Result<()> {
     let path = file.parent().unwrap_or(Path::new(".")).join(init);
     let text = std::fs::read_to_string(&path).with_context(|| format!("doris.init_sql: {}", path.display()))?;
     for stmt in statements(&text) {
@@ -118,7 +118,7 @@ pub async fn run_init_sql(file: &Path, init: &Path, client: &StreamLoadClient) -
 }
 
 /// `table` as the mysql CLI prints a result.
-pub async fn print_table(client: &StreamLoadClient, table: &str) -> anyhow::Result<()> {
+pub async fn print_table(client: &FeClient, table: &str) -> anyhow::Result<()> {
     let (db, _) = table.split_once('.').unwrap_or(("information_schema", table));
     let (names, rows) = client.query(db, &format!("SELECT * FROM {table} ORDER BY 1 LIMIT 50")).await?;
     let widths: Vec<usize> = (0..names.len())

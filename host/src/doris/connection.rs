@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 
-use super::{Credentials, StreamLoadClient};
+use super::{Credentials, FeClient};
 use crate::pipeline::DorisSection;
 
 /// `[doris]` or a `[connections.<name>] type = "doris"`, ready to use.
@@ -14,7 +14,7 @@ pub struct DorisConnection {
     pub section: DorisSection,
     /// From `password` or `password_env`; never printed.
     pub password: String,
-    pub client: StreamLoadClient,
+    pub client: FeClient,
 }
 
 impl DorisConnection {
@@ -29,7 +29,7 @@ impl DorisConnection {
                 .with_context(|| format!("{key}.password_env: the environment variable `{var}` is not set"))?,
             (None, None) => String::new(),
         };
-        let client = StreamLoadClient::new(
+        let client = FeClient::new(
             section.fenodes.addresses(),
             Credentials::new(section.username.clone(), password.clone()),
             section.request_connect_timeout.0,

@@ -3,10 +3,10 @@
 
 mod connection;
 mod error;
+pub mod fe;
 pub mod format;
 pub mod scan;
-pub mod stream_load;
 
 pub use connection::DorisConnection;
 pub use error::{DorisError, ERR_INCR_VISIBLE_WAIT_TIMEOUT, ERR_INCR_WINDOW_NOT_READY, TxnState};
-pub use stream_load::{Credentials, LoadResponse, LoadStatus, StreamLoadClient, TableInfo, TxnOutcome};
+pub use fe::{Credentials, FeClient, LoadResponse, LoadStatus, TableInfo, TxnOutcome};

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use sluice::doris::{Credentials, StreamLoadClient};
+use sluice::doris::{Credentials, FeClient};
 use sluice::wasm::{ComponentCache, Plugin, PluginLimits, PluginRuntime};
 use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
 use sluice_guest::types::{arrow_schema, parse_columns};
@@ -92,8 +92,8 @@ impl Doris {
         self.handle.as_ref().expect("running")
     }
 
-    pub fn client(&self, password: &str) -> StreamLoadClient {
-        StreamLoadClient::new(
+    pub fn client(&self, password: &str) -> FeClient {
+        FeClient::new(
             vec![self.h().fe_http_addr().to_string()],
             Credentials::new("root", password),
             Duration::from_secs(5),

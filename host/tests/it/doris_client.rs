@@ -5,9 +5,7 @@
 use std::time::Duration;
 
 use sluice::doris::scan::FlightReader;
-use sluice::doris::{
-    Credentials, DorisError, ERR_INCR_WINDOW_NOT_READY, LoadStatus, StreamLoadClient, TxnOutcome, TxnState,
-};
+use sluice::doris::{Credentials, DorisError, ERR_INCR_WINDOW_NOT_READY, FeClient, LoadStatus, TxnOutcome, TxnState};
 
 use crate::common::Doris;
 
@@ -19,9 +17,8 @@ fn closed_port() -> String {
     addr
 }
 
-fn client(fenodes: Vec<String>) -> StreamLoadClient {
-    StreamLoadClient::new(fenodes, Credentials::new("root", ""), Duration::from_secs(2), Duration::from_secs(30))
-        .unwrap()
+fn client(fenodes: Vec<String>) -> FeClient {
+    FeClient::new(fenodes, Credentials::new("root", ""), Duration::from_secs(2), Duration::from_secs(30)).unwrap()
 }
 
 fn headers(label: &str) -> Vec<(String, String)> {
@@ -104,7 +101,7 @@ async fn an_fe_that_answers_with_an_error_is_not_failed_over() {
     assert!(matches!(err, DorisError::Table { .. }), "the first FE's answer stands: {err}");
     assert_eq!(client.fe_node(), first.h().fe_http_addr().to_string());
 
-    let wrong = StreamLoadClient::new(
+    let wrong = FeClient::new(
         vec![first.h().fe_http_addr().to_string(), second.h().fe_http_addr().to_string()],
         Credentials::new("root", "wrong"),
         Duration::from_secs(2),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use sluice::doris::{Credentials, DorisError, LoadStatus, StreamLoadClient, TxnOutcome};
+use sluice::doris::{Credentials, DorisError, FeClient, LoadStatus, TxnOutcome};
 
 use crate::common::Doris;
 
@@ -71,7 +71,7 @@ async fn failures_carry_dorises_words_and_never_the_password() {
     let log = doris.client("").error_log(bad.error_url.as_deref().expect("an ErrorURL"), 5).await;
     assert!(log.contains("Reason:"), "{log}");
 
-    let unreachable = StreamLoadClient::new(
+    let unreachable = FeClient::new(
         vec!["127.0.0.1:1".into()],
         Credentials::new("root", ""),
         Duration::from_secs(2),

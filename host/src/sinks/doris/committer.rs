@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::doris::{StreamLoadClient, TxnOutcome};
+use crate::doris::{FeClient, TxnOutcome};
 use crate::runtime::{Committer, Restartable};
 use crate::state::Journal;
 
@@ -33,7 +33,7 @@ pub struct LabelEntry {
 
 /// Commits of one Doris sink.
 pub struct DorisCommitter {
-    pub client: StreamLoadClient,
+    pub client: FeClient,
     pub journal: Arc<Journal>,
     /// Commits tried again after a failure.
     pub commit_retries: Arc<AtomicU64>,

@@ -32,8 +32,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::DorisSink;
 use super::committer::{LabelEntry, Txn};
 use crate::doris::DorisError;
+use crate::doris::fe::{FeClient, LoadResponse, LoadStatus, TableInfo};
 use crate::doris::format::{BodyEncoder, BodyFormat, DELETE_SIGN};
-use crate::doris::stream_load::{LoadResponse, LoadStatus, StreamLoadClient, TableInfo};
 use crate::runtime::{Restartable, is_restartable};
 use crate::state::Journal;
 use crate::{Batch, RowKind};
@@ -297,7 +297,7 @@ struct TableState {
 /// The sink of one worker.
 pub struct DorisWriter {
     settings: Arc<SinkSettings>,
-    client: StreamLoadClient,
+    client: FeClient,
     journal: Arc<Journal>,
     metrics: Arc<SinkMetrics>,
     worker: u32,
@@ -315,7 +315,7 @@ pub struct DorisWriter {
 impl DorisWriter {
     pub fn new(
         settings: Arc<SinkSettings>,
-        client: StreamLoadClient,
+        client: FeClient,
         journal: Arc<Journal>,
         metrics: Arc<SinkMetrics>,
         ctx: crate::runtime::WriterContext,
@@ -719,7 +719,7 @@ async fn send_chunk(
 
 /// End a streaming load's body and read its reply; with 2PC return its transaction.
 async fn finish_load(
-    client: &StreamLoadClient,
+    client: &FeClient,
     metrics: &SinkMetrics,
     settings: &SinkSettings,
     db: &str,
@@ -779,7 +779,7 @@ async fn finish_load(
 }
 
 /// A failed load as an error with Doris' `Status`, `Message` and the first lines of its error log.
-async fn load_failure(client: &StreamLoadClient, db: &str, table: &str, reply: &LoadResponse) -> anyhow::Error {
+async fn load_failure(client: &FeClient, db: &str, table: &str, reply: &LoadResponse) -> anyhow::Error {
     let errors = match &reply.error_url {
         Some(url) if !url.is_empty() => {
             let log = client.error_log(url, 5).await;
@@ -802,7 +802,7 @@ async fn load_failure(client: &StreamLoadClient, db: &str, table: &str, reply: &
 /// One batch-mode load with retries under the same label.
 #[allow(clippy::too_many_arguments)]
 async fn batch_load(
-    client: &StreamLoadClient,
+    client: &FeClient,
     metrics: &SinkMetrics,
     settings: &SinkSettings,
     db: &str,

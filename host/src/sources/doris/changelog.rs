@@ -20,7 +20,7 @@ use super::offsets::OffsetPublisher;
 use super::snapshot::{DorisScan, ScanPlan, ScanPosition};
 use super::{DorisTable, IncrementType, ScanMode, transient};
 use crate::doris::scan::{FlightReader, quote};
-use crate::doris::{DorisError, StreamLoadClient};
+use crate::doris::{DorisError, FeClient};
 use crate::runtime::{Event, Position, Restartable, SourceReader, SplitEnumerator, TableId};
 use crate::{Batch, RowKind};
 
@@ -109,7 +109,7 @@ impl SplitEnumerator for ChangelogEnumerator {
 pub struct DorisChangelog {
     snapshot: Option<DorisScan>,
     follows: bool,
-    client: StreamLoadClient,
+    client: FeClient,
     reader: FlightReader,
     schema: SchemaRef,
     table: String,
@@ -383,7 +383,7 @@ impl DorisChangelog {
 
 /// `changelog.ttl_seconds` (or `binlog.ttl_seconds`) from `SHOW CREATE TABLE`; Doris' default
 /// (86400) when the table does not set it; `None` when it cannot be read.
-async fn changelog_ttl(client: &StreamLoadClient, db: &str, table: &str) -> Option<i64> {
+async fn changelog_ttl(client: &FeClient, db: &str, table: &str) -> Option<i64> {
     let (_, rows) = match client.query(db, &format!("SHOW CREATE TABLE {}", quote(table))).await {
         Ok(r) => r,
         Err(e) => {

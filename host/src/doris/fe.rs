@@ -1,4 +1,5 @@
-//! Stream Load and its two-phase commit, as Doris' HTTP API defines them.
+//! The FE client: REST and SQL APIs, the TSO, query plans, Stream Load and its two-phase commit, as
+//! Doris' HTTP API defines them.
 //!
 //! Doris' FE answers a Stream Load with a 307 redirect to a BE without reading the body. HTTP
 //! clients either drop the `Authorization` header on a cross-host redirect or cannot replay a
@@ -140,7 +141,7 @@ pub enum TxnOutcome {
 /// only when it cannot connect (refused, connect timeout): an FE that answers, even with an error,
 /// has spoken, and a request that may have reached it is never sent to another.
 #[derive(Debug, Clone)]
-pub struct StreamLoadClient {
+pub struct FeClient {
     http: reqwest::Client,
     fenodes: Vec<String>,
     /// Index into `fenodes` of the FE that answered last; shared by the clones of a client, so
@@ -172,7 +173,7 @@ struct TxnReply {
     msg: String,
 }
 
-impl StreamLoadClient {
+impl FeClient {
     /// A client for the FEs at `fenodes` (`host:http_port`).
     pub fn new(
         fenodes: Vec<String>,
