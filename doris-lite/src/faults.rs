@@ -23,6 +23,9 @@ pub const STREAM_LOAD_CLOSE_MID_BODY: &str = "StreamLoad.close_mid_body";
 pub const STREAM_LOAD_STALL: &str = "StreamLoad.stall";
 /// The load commits (or pre-commits), then the connection is dropped without a response.
 pub const STREAM_LOAD_DROP_RESPONSE: &str = "StreamLoad.drop_response";
+/// The load's body is read and thrown away: its rows are counted, not stored, and the
+/// transaction (2PC too) commits an empty write (see [`crate::discard`]).
+pub const STREAM_LOAD_DISCARD: &str = "StreamLoad.discard";
 /// A 2PC commit fails with `status` / `msg`; the transaction stays PRECOMMITTED.
 pub const TXN_COMMIT_FAIL: &str = "Txn.commit_fail";
 /// A 2PC abort fails with `status` / `msg`; the transaction keeps its state.
@@ -37,12 +40,13 @@ pub const FLIGHT_STALL: &str = "Flight.stall";
 pub const SERVER_RESTART_LISTENERS: &str = "Server.restart_listeners";
 
 /// Every debug point name.
-pub const NAMES: [&str; 11] = [
+pub const NAMES: [&str; 12] = [
     STREAM_LOAD_FAIL,
     STREAM_LOAD_PUBLISH_TIMEOUT,
     STREAM_LOAD_CLOSE_MID_BODY,
     STREAM_LOAD_STALL,
     STREAM_LOAD_DROP_RESPONSE,
+    STREAM_LOAD_DISCARD,
     TXN_COMMIT_FAIL,
     TXN_ABORT_FAIL,
     TXN_HOLD_IN_FLIGHT,

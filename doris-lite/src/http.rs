@@ -16,6 +16,7 @@ use base64::Engine as _;
 use futures::StreamExt;
 use serde_json::{Map, Value as Json, json};
 
+use crate::discard::RowCounter;
 use crate::engine::{Engine, EngineError};
 use crate::faults::{self, DebugPoint, DebugPoints};
 use crate::load::{CsvSplitter, GroupCommit, LoadBuilder, LoadOptions, parse_options};
@@ -38,6 +39,8 @@ pub struct HttpState {
     pub debug: DebugPoints,
     /// This listener is the FE (redirects loads) rather than the BE.
     pub is_fe: bool,
+    /// Every Stream Load is received and answered but not stored (`--discard-stream-loads`).
+    pub discard_stream_loads: bool,
 }
 
 fn pretty(v: &Json) -> String {
@@ -369,6 +372,7 @@ async fn be_stream_load(
         r.load_ms = ms_since(start);
         return r.into_response();
     }
+    let discard = st.discard_stream_loads || st.debug.fire(faults::STREAM_LOAD_DISCARD).is_some();
     let close_mid_body = st.debug.fire(faults::STREAM_LOAD_CLOSE_MID_BODY).map(|f| f.u64("after_bytes", 1));
     let drop_response = st.debug.fire(faults::STREAM_LOAD_DROP_RESPONSE).is_some();
     // For 2PC loads the point acts on the commit call instead.
@@ -425,9 +429,11 @@ async fn be_stream_load(
     let streaming = builder.streams_csv() && !parallel;
     let ncols = builder.field_count();
     let mut splitter = CsvSplitter::new(&opts);
+    // A discarded load only counts its rows; the headers were still checked against the table.
+    let mut counter = discard.then(|| RowCounter::new(&opts));
     // Read the body (hyper sends `100 Continue` when we first poll it).
     let read_t = Instant::now();
-    let mut data: Vec<u8> = if streaming {
+    let mut data: Vec<u8> = if streaming || discard {
         Vec::new()
     } else {
         Vec::with_capacity(get("content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0).min(limit as usize))
@@ -453,7 +459,9 @@ async fn be_stream_load(
                         format!("[EXCEEDED_LIMIT]The size of this load exceeds streaming_load_max_mb ({limit} bytes)."),
                     );
                 }
-                if streaming {
+                if let Some(counter) = counter.as_mut() {
+                    counter.feed(&c);
+                } else if streaming {
                     splitter.feed(&c, &opts, ncols, &mut |r| builder.csv(r));
                 } else {
                     data.extend_from_slice(&c);
@@ -473,43 +481,51 @@ async fn be_stream_load(
         return fail(reply, "[INTERNAL_ERROR]receive body don't equal with body bytes".into());
     }
     let write_t = Instant::now();
-    if streaming {
-        splitter.finish(&opts, ncols, &mut |r| builder.csv(r));
-    } else if parallel {
-        let res = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-            tokio::task::block_in_place(|| builder.feed_csv_parallel(&data, threads))
-        } else {
-            builder.feed_csv_parallel(&data, threads)
-        };
-        if let Err(e) = res {
-            return fail(reply, e.0);
+    let outcome = if let Some(counter) = counter {
+        match counter.finish() {
+            Ok(o) => o,
+            Err(e) => return fail(reply, e.0),
         }
     } else {
-        if opts.gzip {
-            let mut out = Vec::with_capacity(data.len() * 4);
-            if let Err(e) = flate2::read::MultiGzDecoder::new(&data[..]).read_to_end(&mut out) {
-                return fail(reply, format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"));
+        if streaming {
+            splitter.finish(&opts, ncols, &mut |r| builder.csv(r));
+        } else if parallel {
+            let res =
+                if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+                    tokio::task::block_in_place(|| builder.feed_csv_parallel(&data, threads))
+                } else {
+                    builder.feed_csv_parallel(&data, threads)
+                };
+            if let Err(e) = res {
+                return fail(reply, e.0);
             }
-            data = out;
+        } else {
+            if opts.gzip {
+                let mut out = Vec::with_capacity(data.len() * 4);
+                if let Err(e) = flate2::read::MultiGzDecoder::new(&data[..]).read_to_end(&mut out) {
+                    return fail(reply, format!("[INTERNAL_ERROR]failed to decompress gz data: {e}"));
+                }
+                data = out;
+            }
+            let json_limit = st.engine.config.max_json_bytes;
+            if opts.format == crate::load::Format::Json && !opts.read_json_by_line && data.len() as u64 > json_limit {
+                return fail(
+                    reply,
+                    format!(
+                        "[EXCEEDED_LIMIT]The size of this batch exceed the max size [{json_limit}] of json type data  data [{}]. Split the file, or use 'read_json_by_line'",
+                        data.len()
+                    ),
+                );
+            }
+            if let Err(e) = builder.feed_body(&data) {
+                return fail(reply, e.0);
+            }
         }
-        let json_limit = st.engine.config.max_json_bytes;
-        if opts.format == crate::load::Format::Json && !opts.read_json_by_line && data.len() as u64 > json_limit {
-            return fail(
-                reply,
-                format!(
-                    "[EXCEEDED_LIMIT]The size of this batch exceed the max size [{json_limit}] of json type data  data [{}]. Split the file, or use 'read_json_by_line'",
-                    data.len()
-                ),
-            );
+        drop(data);
+        match builder.finish().await {
+            Ok(o) => o,
+            Err(e) => return fail(reply, e.0),
         }
-        if let Err(e) = builder.feed_body(&data) {
-            return fail(reply, e.0);
-        }
-    }
-    drop(data);
-    let outcome = match builder.finish().await {
-        Ok(o) => o,
-        Err(e) => return fail(reply, e.0),
     };
     reply.read_ms = ms_since(read_t);
     reply.write_ms = ms_since(write_t);

@@ -4,6 +4,7 @@
 
 pub mod changelog;
 pub mod ddl;
+pub mod discard;
 pub mod engine;
 pub mod faults;
 pub mod flight;
@@ -60,6 +61,10 @@ pub struct Config {
     pub max_running_txn_per_db: usize,
     /// `streaming_load_max_mb`, in bytes (default 10 GiB).
     pub max_load_bytes: u64,
+    /// Answer every Stream Load without storing it: the body is read to the end and its rows
+    /// counted, the transaction (2PC too) commits nothing. For measuring clients; the debug
+    /// point `StreamLoad.discard` does the same per load.
+    pub discard_stream_loads: bool,
 }
 
 impl Default for Config {
@@ -78,6 +83,7 @@ impl Default for Config {
             label_keep: e.label_keep,
             max_running_txn_per_db: e.max_running_txn_per_db,
             max_load_bytes: e.max_load_bytes,
+            discard_stream_loads: false,
         }
     }
 }
@@ -242,6 +248,7 @@ impl DorisLite {
             info: info.clone(),
             debug: debug_points.clone(),
             is_fe: true,
+            discard_stream_loads: config.discard_stream_loads,
         };
         let services = Services {
             fe: http::router(state.clone()),

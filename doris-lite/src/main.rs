@@ -42,6 +42,10 @@ struct Args {
     /// Seconds a finished label is kept.
     #[arg(long, default_value_t = 43200)]
     label_keep_secs: u64,
+    /// Answer Stream Loads without storing them: bodies are read and discarded, rows counted,
+    /// labels and 2PC work as usual (to measure a client, not doris-lite).
+    #[arg(long)]
+    discard_stream_loads: bool,
 }
 
 #[tokio::main]
@@ -73,6 +77,7 @@ async fn main() -> anyhow::Result<()> {
         host: args.host,
         precommit_timeout: std::time::Duration::from_secs(args.precommit_timeout_secs),
         label_keep: std::time::Duration::from_secs(args.label_keep_secs),
+        discard_stream_loads: args.discard_stream_loads,
         ..Config::default()
     };
     let handle = DorisLite::start(config).await.context("starting doris-lite")?;

@@ -76,8 +76,8 @@ fn api_envelope_unknown_names_and_auth() {
     assert_eq!(
         bad["msg"],
         "unknown debug point [StreamLoad.explode]; valid names: StreamLoad.fail, StreamLoad.publish_timeout, \
-         StreamLoad.close_mid_body, StreamLoad.stall, StreamLoad.drop_response, Txn.commit_fail, Txn.abort_fail, \
-         Txn.hold_in_flight, Flight.drop_stream, Flight.stall, Server.restart_listeners"
+         StreamLoad.close_mid_body, StreamLoad.stall, StreamLoad.drop_response, StreamLoad.discard, Txn.commit_fail, \
+         Txn.abort_fail, Txn.hold_in_flight, Flight.drop_stream, Flight.stall, Server.restart_listeners"
     );
     assert_eq!(debug_point(&s, "add/StreamLoad.stall?probability=2")["code"], 1);
     let noauth = curl_json(&args(&["-sS", "-X", "POST", &format!("http://{}/api/debug_point/clear", s.fe())]));

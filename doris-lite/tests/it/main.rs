@@ -4,6 +4,7 @@
 
 mod changelog;
 mod common;
+mod discard;
 mod faults;
 mod flight;
 mod mysql_async_driver;
