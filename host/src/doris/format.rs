@@ -10,6 +10,8 @@ use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 
+use super::text::ColumnText;
+
 /// The hidden column that marks a row as deleted.
 pub const DELETE_SIGN: &str = "__DORIS_DELETE_SIGN__";
 
@@ -74,7 +76,8 @@ pub struct BodyEncoder {
     arrow: Option<StreamWriter<Vec<u8>>>,
 }
 
-fn options() -> FormatOptions<'static> {
+/// How values are written as text: NULL as `\\N`, DATETIME as `yyyy-MM-dd HH:mm:ss[.f]`.
+pub(super) fn options() -> FormatOptions<'static> {
     FormatOptions::new()
         .with_null("\\N")
         .with_display_error(true)
@@ -96,13 +99,19 @@ impl BodyEncoder {
         match &self.format {
             BodyFormat::Csv { column_separator, line_delimiter } => {
                 let opts = options();
-                let fmts = formatters(batch.columns(), &opts)?;
+                let columns =
+                    batch.columns().iter().map(|c| ColumnText::new(c, &opts)).collect::<Result<Vec<_>, _>>()?;
+                let fmts = &columns;
                 for row in 0..batch.num_rows() {
-                    for (i, f) in fmts.iter().enumerate() {
+                    for (i, c) in columns.iter().enumerate() {
                         if i > 0 {
                             out.extend_from_slice(column_separator);
                         }
-                        write!(out, "{}", f.value(row)).map_err(|e| e.to_string())?;
+                        if c.is_null(row) {
+                            out.extend_from_slice(b"\\N");
+                        } else {
+                            c.write(row, out)?;
+                        }
                     }
                     if let Some(s) = signs {
                         if !fmts.is_empty() {
