@@ -108,11 +108,12 @@ impl FileReader {
 #[async_trait]
 impl SourceReader for FileReader {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
-        let next = match &mut self.inner {
-            None => return Ok(None),
+        // Reading and parsing the file blocks: not on an async thread's time.
+        let next = tokio::task::block_in_place(|| match &mut self.inner {
+            None => None,
             Some(FileBatches::Csv(r)) => r.next(),
             Some(FileBatches::Json(r)) => r.next(),
-        };
+        });
         match next {
             None => Ok(None),
             Some(Ok(b)) => {
