@@ -245,6 +245,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         let feed = worker::Feed {
             worker: w,
+            resumed_from: last_id,
             tx,
             triggers: trigger_rx.clone(),
             completed: completed_rx.clone(),

@@ -46,6 +46,8 @@ pub(super) struct Trigger {
 /// What a reader's task talks to.
 pub(super) struct Feed {
     pub worker: usize,
+    /// The checkpoint the run resumes from: barriers after it are answered.
+    pub resumed_from: u64,
     pub tx: mpsc::Sender<Message>,
     pub triggers: watch::Receiver<Trigger>,
     /// The last checkpoint completed (committed).
@@ -91,7 +93,9 @@ struct Held {
 /// committed. So a sink alters a table with none of its loads pending (Doris aborts a
 /// pre-committed load whose table changed), and a crash before the change is applied replays it.
 pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -> anyhow::Result<()> {
-    let mut answered = feed.triggers.borrow().id;
+    // Not the trigger's current value: a checkpoint may have been asked for (by another reader's
+    // schema change) before this task first ran, and its barrier must be answered too.
+    let mut answered = feed.resumed_from;
     let mut notified = *feed.completed.borrow();
     let mut exhausted = false;
     let mut position = reader.position();
