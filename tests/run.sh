@@ -26,6 +26,8 @@ rustup component list --installed | grep -q '^clippy' || rustup component add cl
 missing=()
 command -v curl >/dev/null || missing+=(curl)
 command -v mysql >/dev/null || missing+=(mariadb-client)
+# The MySQL source's tests start their own MariaDB (binlog on) from the server's binaries.
+command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null || missing+=(mariadb-server)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

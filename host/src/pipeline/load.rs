@@ -518,7 +518,7 @@ cache.ttl = "300s"
         let bad_type = GOOD.replace("type = \"datagen\"", "type = \"kafka\"");
         assert_eq!(
             err(&bad_type),
-            "pipeline.toml:11: source.type: expected one of \"datagen\", \"file\", \"doris\", got \"kafka\""
+            "pipeline.toml:11: source.type: expected one of \"datagen\", \"file\", \"doris\", \"mysql\", got \"kafka\""
         );
 
         let bad_schema = GOOD.replace("age INT\"", "age INTEGRAL\"");

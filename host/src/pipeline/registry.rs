@@ -18,6 +18,7 @@ pub const SOURCES: &[Kind<dyn SourceConfig>] = &[
     source::<crate::sources::datagen::DatagenSource>("datagen"),
     source::<crate::sources::file::FileSource>("file"),
     source::<crate::sources::doris::DorisSource>("doris"),
+    source::<crate::sources::mysql::MysqlSource>("mysql"),
 ];
 
 /// The transforms, by `type`.

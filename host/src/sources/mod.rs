@@ -4,6 +4,7 @@
 pub mod datagen;
 pub mod doris;
 pub mod file;
+pub mod mysql;
 
 use serde::{Deserialize, Serialize};
 

@@ -8,6 +8,7 @@ mod decoders;
 mod doris_client;
 mod doris_source;
 mod lookup;
+mod mysql;
 mod pipeline;
 mod sandbox;
 mod sink;

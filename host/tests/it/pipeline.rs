@@ -212,7 +212,7 @@ fn bad_pipeline_files_fail_with_one_line_naming_file_line_and_key() {
         (
             "type = \"datagen\"",
             "type = \"kafka\"",
-            "pipeline.toml:8: source.type: expected one of \"datagen\", \"file\", \"doris\", got \"kafka\"",
+            "pipeline.toml:8: source.type: expected one of \"datagen\", \"file\", \"doris\", \"mysql\", got \"kafka\"",
         ),
         (
             "name = \"p\"",

@@ -31,7 +31,15 @@ pub struct DorisSink {
     pub connection: Option<String>,
     /// `db.table` (the connector's `table.identifier`); batches routed elsewhere by a transform
     /// go to their own table.
-    pub table: String,
+    pub table: Option<String>,
+    /// Instead of `table`: every source table goes to its own table of this database, named
+    /// `table_prefix` + the source table's name + `table_suffix` (the connector's
+    /// `--database`, `--table-prefix`, `--table-suffix`), created when missing.
+    pub database: Option<String>,
+    #[serde(default)]
+    pub table_prefix: String,
+    #[serde(default)]
+    pub table_suffix: String,
     /// Label prefix; defaults to a stable id of the pipeline.
     pub label_prefix: Option<String>,
     /// Exactly-once through two-phase commit tied to checkpoints (default true).
@@ -171,8 +179,27 @@ impl SinkConfig for DorisSink {
     }
 
     fn validate(&self, file: &PipelineFile) -> Checked {
-        if self.table.split('.').count() != 2 || self.table.split('.').any(str::is_empty) {
-            return Err(("sink.table".into(), format!("expected `db.table`, got {:?}", self.table)));
+        match (&self.table, &self.database) {
+            (Some(t), None) if t.split('.').count() != 2 || t.split('.').any(str::is_empty) => {
+                return Err(("sink.table".into(), format!("expected `db.table`, got {t:?}")));
+            }
+            (Some(_), None) => {}
+            (None, Some(d)) if d.is_empty() || d.contains('.') => {
+                return Err(("sink.database".into(), format!("expected a database name, got {d:?}")));
+            }
+            (None, Some(_)) => {}
+            (Some(_), Some(_)) => {
+                return Err((
+                    "sink.database".into(),
+                    "set `table` (one table) or `database` (a table per source table), not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err((
+                    "sink".into(),
+                    "needs `table = \"db.table\"`, or `database = \"db\"` for a table per source table".into(),
+                ));
+            }
         }
         file.doris_of("sink", self.connection.as_deref())?;
         if self.buffer_count == 0 {
@@ -207,6 +234,11 @@ impl SinkConfig for DorisSink {
             metrics,
             committer,
             claims: self.table.clone(),
+            database: self.database.clone().map(|database| TableNames {
+                database,
+                prefix: self.table_prefix.clone(),
+                suffix: self.table_suffix.clone(),
+            }),
         }))
     }
 }
@@ -219,7 +251,25 @@ struct DorisTarget {
     metrics: Arc<DorisSinkMetrics>,
     committer: DorisCommitter,
     /// `table`, for routing.
-    claims: String,
+    claims: Option<String>,
+    /// With `database`: where each source table goes.
+    database: Option<TableNames>,
+}
+
+/// `database`, `table_prefix`, `table_suffix`: the target of each source table.
+#[derive(Debug, Clone)]
+struct TableNames {
+    database: String,
+    prefix: String,
+    suffix: String,
+}
+
+impl TableNames {
+    /// `database.<prefix><name><suffix>` for the source table `db.name` (or `name`).
+    fn of(&self, table: &TableId) -> String {
+        let name = table.as_str().rsplit_once('.').map_or(table.as_str(), |(_, n)| n);
+        format!("{}.{}{name}{}", self.database, self.prefix, self.suffix)
+    }
 }
 
 /// The sink's counters: the Flink connector's load metrics and Sluice's retries.
@@ -263,7 +313,7 @@ impl MetricSource for DorisSinkMetrics {
 #[async_trait]
 impl Sink for DorisTarget {
     fn claims(&self) -> Option<&str> {
-        Some(&self.claims)
+        self.claims.as_deref()
     }
 
     async fn writer(&self, ctx: WriterContext) -> anyhow::Result<Box<dyn SinkWriter>> {
@@ -274,7 +324,7 @@ impl Sink for DorisTarget {
             self.metrics.loads.clone(),
             ctx,
         );
-        Ok(Box::new(DorisSinkWriter { writer: w, conn: self.conn.clone() }))
+        Ok(Box::new(DorisSinkWriter { writer: w, conn: self.conn.clone(), names: self.database.clone() }))
     }
 
     fn committer(&self) -> &dyn Committer {
@@ -286,11 +336,17 @@ impl Sink for DorisTarget {
     }
 
     fn written_tables(&self) -> Vec<String> {
-        vec![format!("{}.{}", self.settings.default_db, self.settings.default_table)]
+        self.claims.iter().cloned().collect()
     }
 
     async fn check(&self, schema: Option<&arrow::datatypes::SchemaRef>) -> anyhow::Result<String> {
         let s = &self.settings;
+        if let Some(names) = &self.database {
+            return Ok(format!(
+                "database {} (a table per source table: {}<table>{}, created when missing; format {}, label prefix {})",
+                names.database, names.prefix, names.suffix, s.format, s.label_prefix
+            ));
+        }
         let info = self.conn.client.table_info(&s.default_db, &s.default_table).await?;
         if let Some(schema) = schema {
             let missing: Vec<&str> = schema
@@ -325,18 +381,32 @@ impl Sink for DorisTarget {
 struct DorisSinkWriter {
     writer: DorisWriter,
     conn: Arc<DorisConnection>,
+    names: Option<TableNames>,
+}
+
+impl DorisSinkWriter {
+    /// Where rows and schema changes of `table` go.
+    fn target(&self, table: &TableId) -> String {
+        match &self.names {
+            Some(names) => names.of(table),
+            None => self.writer.default_target(),
+        }
+    }
 }
 
 #[async_trait]
 impl SinkWriter for DorisSinkWriter {
-    async fn write(&mut self, _table: &TableId, batch: &Batch) -> anyhow::Result<()> {
-        self.writer.write(batch).await
+    async fn write(&mut self, table: &TableId, batch: &Batch) -> anyhow::Result<()> {
+        match &self.names {
+            Some(names) if batch.table.is_none() => self.writer.write(&batch.clone().with_table(names.of(table))).await,
+            _ => self.writer.write(batch).await,
+        }
     }
 
     /// Create the table when it does not exist, else add and drop columns to match; the open
     /// load of the table is ended first, so no load spans the change.
     async fn schema_change(&mut self, change: &SchemaChange) -> anyhow::Result<()> {
-        let target = self.writer.default_target();
+        let target = self.target(&change.table);
         let (db, table) = target.split_once('.').context("the sink's table is `db.table`")?;
         self.writer.before_schema_change(&target).await?;
         let client = &self.conn.client;

@@ -7,13 +7,14 @@ use sluice_guest::types::{ColumnDef, DorisType, columns_of};
 use crate::doris::scan::quote;
 use crate::runtime::SchemaChange;
 
-/// A column as DDL: `` `name` TYPE [NOT] NULL ``. A key column cannot be a STRING in Doris.
+/// A column as DDL: `` `name` TYPE [NOT] NULL ``, nullable as the source says (a DUPLICATE key
+/// column may hold NULLs). A key column cannot be a STRING in Doris.
 fn column_ddl(c: &ColumnDef, key: bool) -> String {
     let t = match (&c.doris_type, key) {
         (DorisType::String, true) => "VARCHAR(65533)".to_string(),
         (t, _) => t.to_string(),
     };
-    format!("{} {t}{}", quote(&c.name), if c.nullable && !key { " NULL" } else { " NOT NULL" })
+    format!("{} {t}{}", quote(&c.name), if c.nullable { " NULL" } else { " NOT NULL" })
 }
 
 /// `CREATE TABLE IF NOT EXISTS` for `db.table` with the change's columns, key columns first.
@@ -84,7 +85,7 @@ mod tests {
              UNIQUE KEY(`id`) DISTRIBUTED BY HASH(`id`) BUCKETS AUTO PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\")"
         );
         let dup = create_table("ods", "logs", &change("msg STRING, at DATETIME", &[])).unwrap();
-        assert!(dup.contains("(`msg` VARCHAR(65533) NOT NULL, `at` DATETIME NULL) DUPLICATE KEY(`msg`)"), "{dup}");
+        assert!(dup.contains("(`msg` VARCHAR(65533) NULL, `at` DATETIME NULL) DUPLICATE KEY(`msg`)"), "{dup}");
         let bad = create_table("ods", "t", &change("a INT", &["b"])).unwrap_err().to_string();
         assert_eq!(bad, "app.users: the key column `b` is not a column");
     }

@@ -98,7 +98,11 @@ fn label_safe(s: &str) -> String {
 impl SinkSettings {
     /// Resolve a sink config. `default_prefix` is the pipeline's stable id.
     pub fn new(cfg: &DorisSink, default_prefix: &str, read_timeout: Duration) -> Result<Self, (String, String)> {
-        let (db, table) = cfg.table.split_once('.').unwrap_or(("", &cfg.table));
+        let (db, table) = match (&cfg.table, &cfg.database) {
+            (Some(t), _) => t.split_once('.').unwrap_or(("", t.as_str())),
+            (None, Some(d)) => (d.as_str(), ""),
+            (None, None) => ("", ""),
+        };
         let properties: Vec<(String, String)> = cfg
             .properties
             .iter()

@@ -1,0 +1,409 @@
+//! `type = "mysql"`: the tables of a MySQL/MariaDB database, read as a snapshot in primary-key
+//! chunks (`scan.startup.mode = "snapshot"`). Every table arrives as its own stream: a schema
+//! change with its columns (mapped as the connector maps them, [`types`]) and primary key, then
+//! its rows, so a sink can create the table first. The binlog modes (`initial`, `latest-offset`,
+//! …) are not built yet.
+//!
+//! The coordinator lists the tables (`include` / `exclude` regexes over their names), reads their
+//! columns and keys from `information_schema` and cuts each table with a single integer primary
+//! key into chunks of `chunk_size` key values; other tables are one chunk. Worker `w` of `n` reads
+//! chunks `w`, `w + n`, … with keyset pages (`WHERE key >= cursor … ORDER BY key LIMIT …`), so its
+//! position is the chunk and the next key, and a restart reads nothing twice. No lock is taken:
+//! without the binlog, rows changed while the snapshot runs may be read before or after the change.
+
+pub mod types;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use serde::{Deserialize, Serialize};
+use sluice_guest::batch::{BatchBuilder, RowKind, Value};
+use sluice_guest::types::{ColumnDef, arrow_schema};
+
+use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
+use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
+use types::MysqlColumn;
+
+/// Rows per page of a chunk.
+const PAGE_ROWS: u64 = 4096;
+
+/// `type = "mysql"`: the options (Flink CDC's MySQL source keys where one exists).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlSource {
+    pub name: Option<String>,
+    /// A `[connections.<name>]` of `type = "mysql"`.
+    pub connection: String,
+    /// The database whose tables are read.
+    pub database: String,
+    /// Tables to read: a regex matched against the whole table name (default: all).
+    #[serde(default = "default_include")]
+    pub include: String,
+    /// Tables to leave out, matched after `include`.
+    pub exclude: Option<String>,
+    /// `scan.startup.mode`.
+    pub scan: MysqlScan,
+    /// Primary-key values per snapshot chunk (Flink CDC's `scan.incremental.snapshot.chunk.size`,
+    /// 8096).
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: u64,
+}
+
+fn default_include() -> String {
+    ".*".into()
+}
+
+fn default_chunk_size() -> u64 {
+    8096
+}
+
+/// `scan.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlScan {
+    pub startup: MysqlStartup,
+}
+
+/// `scan.startup.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlStartup {
+    /// `snapshot`: read every table once and stop.
+    pub mode: String,
+}
+
+fn regex(key: &str, pattern: &str) -> Result<regex::Regex, (String, String)> {
+    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| (key.to_string(), format!("not a regex: {e}")))
+}
+
+impl MysqlSource {
+    fn server<'f>(&self, file: &'f PipelineFile) -> Result<&'f DatabaseConnection, (String, String)> {
+        match file.connections.get(&self.connection) {
+            Some(Connection::Mysql(c)) => Ok(c),
+            Some(other) => Err((
+                "source.connection".into(),
+                format!("connection `{}` is a {} connection, not a mysql one", self.connection, other.kind()),
+            )),
+            None => Err((
+                "source.connection".into(),
+                format!(
+                    "there is no connection `{0}`; define it as [connections.{0}] with type = \"mysql\"",
+                    self.connection
+                ),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl SourceConfig for MysqlSource {
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    fn validate(&self, file: &PipelineFile) -> Checked {
+        self.server(file)?;
+        if self.scan.startup.mode != "snapshot" {
+            return Err((
+                "source.scan.startup.mode".into(),
+                format!(
+                    "{:?}: only \"snapshot\" is built so far (the binlog modes initial, earliest-offset, latest-offset, specific-offset and timestamp are not)",
+                    self.scan.startup.mode
+                ),
+            ));
+        }
+        regex("source.include", &self.include)?;
+        if let Some(x) = &self.exclude {
+            regex("source.exclude", x)?;
+        }
+        if self.chunk_size == 0 {
+            return Err(("source.chunk_size".into(), "must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
+        let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
+        let password = match &server.password_env {
+            Some(var) => std::env::var(var).with_context(|| {
+                format!("connections.{}.password_env: the environment variable `{var}` is not set", self.connection)
+            })?,
+            None => String::new(),
+        };
+        let opts = mysql_async::OptsBuilder::default()
+            .ip_or_hostname(server.host.clone())
+            .tcp_port(server.port.unwrap_or(3306))
+            .user(Some(server.user.clone()))
+            .pass(Some(password))
+            .prefer_socket(false);
+        let pool = mysql_async::Pool::new(opts);
+        let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
+        let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
+        let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
+        let tables = discover(&pool, &self.database, &include, exclude.as_ref())
+            .await
+            .with_context(|| format!("reading the tables of `{}` at {}", self.database, server.host))?;
+        if tables.is_empty() {
+            anyhow::bail!(
+                "no table of `{}` matches include = {:?}{}; check the database and the patterns",
+                self.database,
+                self.include,
+                self.exclude.as_ref().map(|x| format!(" and exclude = {x:?}")).unwrap_or_default()
+            );
+        }
+        Ok(Arc::new(MysqlTables { pool, tables: Arc::new(tables), chunk_size: self.chunk_size }))
+    }
+}
+
+/// A source table: its columns, key and Arrow schema.
+#[derive(Debug)]
+struct Table {
+    id: TableId,
+    db: String,
+    name: String,
+    columns: Vec<MysqlColumn>,
+    primary_key: Vec<String>,
+    schema: SchemaRef,
+}
+
+impl Table {
+    fn quoted(&self) -> String {
+        format!("`{}`.`{}`", self.db.replace('`', "``"), self.name.replace('`', "``"))
+    }
+
+    /// The single integer key column keyset pages and chunks run on, if the table has one.
+    fn integer_key(&self) -> Option<&str> {
+        let [key] = self.primary_key.as_slice() else { return None };
+        let column = self.columns.iter().find(|c| &c.name == key)?;
+        let t = column.column_type.to_ascii_lowercase();
+        ["tinyint", "smallint", "mediumint", "int", "bigint"].iter().any(|i| t.starts_with(i)).then_some(key.as_str())
+    }
+}
+
+async fn discover(
+    pool: &mysql_async::Pool,
+    db: &str,
+    include: &regex::Regex,
+    exclude: Option<&regex::Regex>,
+) -> anyhow::Result<Vec<Table>> {
+    let mut conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+    let names: Vec<String> = conn
+        .exec(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+            (db,),
+        )
+        .await?;
+    let mut tables = Vec::new();
+    for name in names.into_iter().filter(|n| include.is_match(n) && !exclude.is_some_and(|x| x.is_match(n))) {
+        let rows: Vec<(String, String, String)> = conn
+            .exec(
+                "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                (db, &name),
+            )
+            .await?;
+        let columns: Vec<MysqlColumn> = rows
+            .into_iter()
+            .map(|(name, column_type, nullable)| MysqlColumn { name, column_type, nullable: nullable == "YES" })
+            .collect();
+        let primary_key: Vec<String> = conn
+            .exec(
+                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+                (db, &name),
+            )
+            .await?;
+        let defs = columns
+            .iter()
+            .map(|c| Ok(ColumnDef::new(&c.name, c.doris_type()?, c.nullable)))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| anyhow::anyhow!("table `{db}.{name}`: {e}"))?;
+        tables.push(Table {
+            id: TableId::new(format!("{db}.{name}")),
+            db: db.to_string(),
+            name,
+            columns,
+            primary_key,
+            schema: arrow_schema(&defs),
+        });
+    }
+    Ok(tables)
+}
+
+/// A MySQL source, built: the pool and the tables.
+struct MysqlTables {
+    pool: mysql_async::Pool,
+    tables: Arc<Vec<Table>>,
+    chunk_size: u64,
+}
+
+/// A piece of one table: key values `[from, to)` of its integer key, or all of it.
+#[derive(Debug, Clone)]
+struct Chunk {
+    table: usize,
+    range: Option<(i64, Option<i64>)>,
+}
+
+#[async_trait]
+impl Source for MysqlTables {
+    fn schema(&self) -> Option<SchemaRef> {
+        None
+    }
+
+    async fn enumerator(&self, restored: &[Option<serde_json::Value>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
+        let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        let mut chunks = Vec::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            let Some(key) = t.integer_key() else {
+                chunks.push(Chunk { table: i, range: None });
+                continue;
+            };
+            let sql = format!("SELECT MIN(`{key}`), MAX(`{key}`) FROM {}", t.quoted());
+            let bounds: Option<(Option<i64>, Option<i64>)> = conn.query_first(sql).await?;
+            let (Some(lo), Some(hi)) = bounds.unwrap_or((None, None)) else {
+                chunks.push(Chunk { table: i, range: Some((i64::MIN, None)) });
+                continue;
+            };
+            let step = self.chunk_size.min(i64::MAX as u64) as i64;
+            let mut from = i64::MIN;
+            let mut next = lo.saturating_add(step);
+            while next <= hi {
+                chunks.push(Chunk { table: i, range: Some((from, Some(next))) });
+                from = next;
+                next = next.saturating_add(step);
+            }
+            chunks.push(Chunk { table: i, range: Some((from, None)) });
+        }
+        Ok(Box::new(Chunks { pool: self.pool.clone(), tables: self.tables.clone(), chunks, readers: restored.len() }))
+    }
+
+    fn describe(&self) -> String {
+        let names: Vec<&str> = self.tables.iter().map(|t| t.id.as_str()).collect();
+        format!("mysql snapshot of {}", names.join(", "))
+    }
+}
+
+/// The chunks of a run, dealt to the readers round robin.
+struct Chunks {
+    pool: mysql_async::Pool,
+    tables: Arc<Vec<Table>>,
+    chunks: Vec<Chunk>,
+    readers: usize,
+}
+
+/// A reader's position: its `chunk`-th chunk, and where in it the next page starts (the next key
+/// value, or the rows delivered for a table without an integer key).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct ChunkPosition {
+    pub chunk: usize,
+    pub cursor: Option<i64>,
+    pub rows: u64,
+}
+
+impl Position for ChunkPosition {}
+
+#[async_trait]
+impl SplitEnumerator for Chunks {
+    async fn reader(
+        &mut self,
+        worker: usize,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn SourceReader>> {
+        let position = ChunkPosition::restore(position, "mysql")?;
+        let chunks: Vec<Chunk> = self.chunks.iter().skip(worker).step_by(self.readers).cloned().collect();
+        Ok(Box::new(ChunkReader {
+            pool: self.pool.clone(),
+            tables: self.tables.clone(),
+            chunks,
+            position,
+            announced: vec![false; self.tables.len()],
+        }))
+    }
+}
+
+/// Worker `w`'s chunks, page by page.
+struct ChunkReader {
+    pool: mysql_async::Pool,
+    tables: Arc<Vec<Table>>,
+    chunks: Vec<Chunk>,
+    position: ChunkPosition,
+    /// Tables whose schema this run has sent.
+    announced: Vec<bool>,
+}
+
+impl ChunkReader {
+    /// The SQL of the next page of the current chunk.
+    fn page(&self, t: &Table, chunk: &Chunk) -> String {
+        let columns: Vec<String> = t.columns.iter().map(MysqlColumn::select).collect();
+        let mut sql = format!("SELECT {} FROM {}", columns.join(", "), t.quoted());
+        match (chunk.range, t.integer_key()) {
+            (Some((from, to)), Some(key)) => {
+                let start = self.position.cursor.unwrap_or(from);
+                sql.push_str(&format!(" WHERE `{key}` >= {start}"));
+                if let Some(to) = to {
+                    sql.push_str(&format!(" AND `{key}` < {to}"));
+                }
+                sql.push_str(&format!(" ORDER BY `{key}` LIMIT {PAGE_ROWS}"));
+            }
+            _ => {
+                let order: Vec<String> = t.primary_key.iter().map(|k| format!("`{}`", k.replace('`', "``"))).collect();
+                if !order.is_empty() {
+                    sql.push_str(&format!(" ORDER BY {}", order.join(", ")));
+                }
+                sql.push_str(&format!(" LIMIT {PAGE_ROWS} OFFSET {}", self.position.rows));
+            }
+        }
+        sql
+    }
+}
+
+#[async_trait]
+impl SourceReader for ChunkReader {
+    async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+        let Some(chunk) = self.chunks.get(self.position.chunk).cloned() else { return Ok(None) };
+        let t = &self.tables[chunk.table];
+        if !self.announced[chunk.table] {
+            self.announced[chunk.table] = true;
+            return Ok(Some(Event::SchemaChange(SchemaChange {
+                table: t.id.clone(),
+                schema: t.schema.clone(),
+                primary_key: t.primary_key.clone(),
+                ddl: None,
+            })));
+        }
+        let sql = self.page(t, &chunk);
+        let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        let rows: Vec<mysql_async::Row> =
+            conn.query(&sql).await.map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
+        let mut builder = BatchBuilder::new(t.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;
+        let key = t.integer_key().and_then(|k| t.columns.iter().position(|c| c.name == k));
+        let mut last_key = None;
+        for row in &rows {
+            let texts: Vec<Option<String>> = (0..t.columns.len())
+                .map(|i| match row.as_ref(i) {
+                    None | Some(mysql_async::Value::NULL) => None,
+                    Some(mysql_async::Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                    Some(other) => Some(other.as_sql(true).trim_matches('\'').to_string()),
+                })
+                .collect();
+            let values: Vec<Value<'_>> = texts.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
+            builder.push(RowKind::Insert, &values).map_err(|e| anyhow::anyhow!("reading `{}`: {}", t.id, e.message))?;
+            if let Some(k) = key {
+                last_key = texts[k].as_deref().and_then(|v| v.parse::<i64>().ok());
+            }
+        }
+        let n = rows.len() as u64;
+        if n < PAGE_ROWS {
+            self.position = ChunkPosition { chunk: self.position.chunk + 1, cursor: None, rows: 0 };
+        } else {
+            self.position.rows += n;
+            self.position.cursor = last_key.map(|k| k.saturating_add(1));
+        }
+        Ok(Some(Event::data(&t.id, builder.finish().map_err(|e| anyhow::anyhow!(e.message))?)))
+    }
+
+    fn position(&self) -> serde_json::Value {
+        self.position.to_value()
+    }
+}

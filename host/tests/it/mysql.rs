@@ -1,0 +1,166 @@
+//! The MySQL source against a MariaDB this test starts (its own data dir and loopback port,
+//! binlog on), writing into doris-lite through the Doris sink's `database` mode.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sluice::runtime::{self, RunOptions};
+use tokio::sync::watch;
+
+use crate::common::{Doris, mysql, pipeline_file};
+
+/// A MariaDB server of this test: `mariadb-install-db` into a temp dir, `mariadbd` on a free
+/// loopback port with the binlog in ROW format. Stopped when dropped.
+pub struct MariaDb {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl MariaDb {
+    pub fn start() -> MariaDb {
+        let dir = tempfile::tempdir().unwrap();
+        let data: PathBuf = dir.path().join("data");
+        let install = Command::new("mariadb-install-db")
+            .args(["--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db", "--user=root"])
+            .arg(format!("--datadir={}", data.display()))
+            .output()
+            .expect("mariadb-install-db runs");
+        assert!(install.status.success(), "{}", String::from_utf8_lossy(&install.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let root = dir.path().to_path_buf();
+        let p = |name: &str| root.join(name).display().to_string();
+        let child = Command::new("mariadbd")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--port={port}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--socket={}", p("sock")))
+            .arg(format!("--pid-file={}", p("pid")))
+            .arg(format!("--log-error={}", p("error.log")))
+            .arg(format!("--log-bin={}", p("binlog")))
+            .args(["--user=root", "--binlog-format=ROW", "--server-id=1", "--character-set-server=utf8mb4"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mariadbd starts");
+        let server = MariaDb { child, port, _dir: dir };
+        for _ in 0..300 {
+            let ok = Command::new("mysql")
+                .args(["-h127.0.0.1", "-P", &port.to_string(), "-uroot", "-e", "SELECT 1"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if ok {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "MariaDB did not answer on port {port}: {}",
+            std::fs::read_to_string(p("error.log")).unwrap_or_default()
+        );
+    }
+
+    /// Rows through the mysql CLI, in utf8mb4.
+    pub fn sql(&self, sql: &str) -> Vec<String> {
+        mysql(self.port, &format!("SET NAMES utf8mb4; {sql}"))
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mysql_snapshot_creates_each_table_in_doris_and_copies_every_row() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; \
+         CREATE TABLE app.users (id INT PRIMARY KEY, name VARCHAR(32) NOT NULL, score DECIMAL(10,2), born DATE, \
+           seen DATETIME(3), active BIT(1), big BIGINT UNSIGNED, note TEXT) DEFAULT CHARSET = utf8mb4; \
+         CREATE TABLE app.logs (msg VARCHAR(20), at DATETIME); \
+         CREATE TABLE app.skipped (id INT PRIMARY KEY)",
+    );
+    let mut values = Vec::new();
+    for i in 1..=25 {
+        values.push(format!(
+            "({i}, 'user {i} 🦀', {i}.25, '2000-01-{:02}', '2026-12-01 10:00:{:02}.123', {}, 18446744073709551615, {})",
+            i % 28 + 1,
+            i % 60,
+            i % 2,
+            if i % 5 == 0 { "NULL".to_string() } else { format!("'note {i}'") }
+        ));
+    }
+    maria.sql(&format!("INSERT INTO app.users VALUES {}", values.join(", ")));
+    maria.sql("INSERT INTO app.logs VALUES ('a', '2026-01-01 00:00:00'), ('b', NULL), (NULL, '2026-01-02 03:04:05')");
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"mirror\"\nparallelism = 2\ncheckpoint_interval = \"500ms\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"root\"\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nexclude = \"skipped\"\nscan.startup.mode = \"snapshot\"\nchunk_size = 10\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\ntable_prefix = \"app_\"\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+    let (_stop, rx) = watch::channel(false);
+    let report = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished, "{report:?}");
+    // Tables as the connector creates them: UNIQUE on the primary key, DUPLICATE without one.
+    let users = doris.sql("SHOW CREATE TABLE ods.app_users").join(" ");
+    assert!(users.contains("UNIQUE KEY(`id`)"), "{users}");
+    // (Doris shows STRING as `text`.)
+    for column in [
+        "`id` int NOT NULL",
+        "`name` varchar(96) NOT NULL",
+        "`score` decimal(10,2) NULL",
+        "`seen` datetime(3) NULL",
+        "`active` boolean NULL",
+        "`big` largeint NULL",
+        "`note` text NULL",
+    ] {
+        assert!(users.contains(column), "{column} in {users}");
+    }
+    let logs = doris.sql("SHOW CREATE TABLE ods.app_logs").join(" ");
+    assert!(logs.contains("DUPLICATE KEY(`msg`)"), "{logs}");
+    assert!(doris.sql("SHOW TABLES FROM ods").iter().all(|t| t != "app_skipped"), "`exclude` left it out");
+    // Every row, every column.
+    let query = "SELECT id, name, score, born, seen, active, big, note FROM {db}.{t} ORDER BY id";
+    let source = maria.sql(&query.replace("{db}", "app").replace("{t}", "users").replace("active", "active + 0"));
+    let target =
+        doris.sql(&query.replace("{db}", "ods").replace("{t}", "app_users").replace("active", "CAST(active AS INT)"));
+    // doris-lite prints DATETIME(3) with six fraction digits where MariaDB prints three.
+    let fraction_as_written = |rows: Vec<String>| -> Vec<String> {
+        rows.into_iter()
+            .map(|r| {
+                let mut cells: Vec<String> = r.split('\t').map(str::to_string).collect();
+                if cells[4].contains('.') {
+                    cells[4] = cells[4].trim_end_matches('0').to_string();
+                }
+                cells.join("\t")
+            })
+            .collect()
+    };
+    assert_eq!(target.len(), 25);
+    assert_eq!(fraction_as_written(target), fraction_as_written(source));
+    // (NULLs sort differently in the two servers.)
+    let sorted = |mut rows: Vec<String>| {
+        rows.sort();
+        rows
+    };
+    assert_eq!(
+        sorted(doris.sql("SELECT msg, at FROM ods.app_logs")),
+        sorted(maria.sql("SELECT msg, at FROM app.logs"))
+    );
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
