@@ -23,11 +23,11 @@ impl DorisConnection {
     pub async fn open(name: &str, section: &DorisSection) -> anyhow::Result<DorisConnection> {
         let key =
             if name == crate::pipeline::DEFAULT_DORIS { "doris".to_string() } else { format!("connections.{name}") };
-        let password = match (&section.password, &section.password_env) {
-            (Some(p), _) => p.clone(),
-            (None, Some(var)) => std::env::var(var)
-                .with_context(|| format!("{key}.password_env: the environment variable `{var}` is not set"))?,
-            (None, None) => String::new(),
+        let password = match &section.password {
+            Some(p) => p.clone(),
+            None => crate::pipeline::password_from_env(section.password_env.as_deref(), &key)
+                .map_err(|e| anyhow::anyhow!(e))?
+                .unwrap_or_default(),
         };
         let client = FeClient::new(
             section.fenodes.addresses(),

@@ -171,6 +171,17 @@ pub struct DatabaseConnection {
     pub database: Option<String>,
 }
 
+/// The password in the environment variable `var`, if one is named; `key` names the option in
+/// the error (the value itself is never printed).
+pub fn password_from_env(var: Option<&str>, key: &str) -> Result<Option<String>, String> {
+    match var {
+        Some(var) => std::env::var(var)
+            .map(Some)
+            .map_err(|_| format!("{key}.password_env: the environment variable `{var}` is not set")),
+        None => Ok(None),
+    }
+}
+
 /// `type = "kafka"`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

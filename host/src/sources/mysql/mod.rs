@@ -127,12 +127,10 @@ impl SourceConfig for MysqlSource {
 
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
         let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
-        let password = match &server.password_env {
-            Some(var) => std::env::var(var).with_context(|| {
-                format!("connections.{}.password_env: the environment variable `{var}` is not set", self.connection)
-            })?,
-            None => String::new(),
-        };
+        let key = format!("connections.{}", self.connection);
+        let password = crate::pipeline::password_from_env(server.password_env.as_deref(), &key)
+            .map_err(|e| anyhow::anyhow!(e))?
+            .unwrap_or_default();
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(server.host.clone())
             .tcp_port(server.port.unwrap_or(3306))
