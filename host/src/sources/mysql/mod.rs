@@ -13,6 +13,7 @@
 
 pub mod types;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -236,11 +237,20 @@ struct MysqlTables {
     chunk_size: u64,
 }
 
-/// A piece of one table: key values `[from, to)` of its integer key, or all of it.
+/// A piece of one table: key values `[start, start + chunk_size)` of its integer key (the
+/// first and last chunks open-ended), or all of it. A chunk is known by its table and start, which
+/// do not move when rows come and go, so a restored position names the same chunk.
 #[derive(Debug, Clone)]
 struct Chunk {
     table: usize,
+    /// `(start, end)`: `start` is a multiple of `chunk_size` (or `i64::MIN` for the first).
     range: Option<(i64, Option<i64>)>,
+}
+
+impl Chunk {
+    fn start(&self) -> i64 {
+        self.range.map_or(i64::MIN, |(s, _)| s)
+    }
 }
 
 #[async_trait]
@@ -263,9 +273,10 @@ impl Source for MysqlTables {
                 chunks.push(Chunk { table: i, range: Some((i64::MIN, None)) });
                 continue;
             };
+            // Boundaries at multiples of `chunk_size`, whatever the lowest key is today.
             let step = self.chunk_size.min(i64::MAX as u64) as i64;
             let mut from = i64::MIN;
-            let mut next = lo.saturating_add(step);
+            let mut next = lo.div_euclid(step).saturating_add(1).saturating_mul(step);
             while next <= hi {
                 chunks.push(Chunk { table: i, range: Some((from, Some(next))) });
                 from = next;
@@ -273,7 +284,13 @@ impl Source for MysqlTables {
             }
             chunks.push(Chunk { table: i, range: Some((from, None)) });
         }
-        Ok(Box::new(Chunks { pool: self.pool.clone(), tables: self.tables.clone(), chunks, readers: restored.len() }))
+        Ok(Box::new(Chunks {
+            pool: self.pool.clone(),
+            tables: self.tables.clone(),
+            chunks,
+            readers: restored.len(),
+            chunk_size: self.chunk_size,
+        }))
     }
 
     fn describe(&self) -> String {
@@ -288,15 +305,21 @@ struct Chunks {
     tables: Arc<Vec<Table>>,
     chunks: Vec<Chunk>,
     readers: usize,
+    chunk_size: u64,
 }
 
-/// A reader's position: its `chunk`-th chunk, and where in it the next page starts (the next key
-/// value, or the rows delivered for a table without an integer key).
+/// A reader's position: the chunk it reads (its table and start; none before the first), and
+/// where in it the next page starts (the next key value, or the rows delivered for a table
+/// without an integer key).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ChunkPosition {
-    pub chunk: usize,
+    pub table: Option<String>,
+    pub start: Option<i64>,
     pub cursor: Option<i64>,
     pub rows: u64,
+    /// Every chunk of this reader is read.
+    #[serde(default)]
+    pub done: bool,
 }
 
 impl Position for ChunkPosition {}
@@ -309,7 +332,26 @@ impl SplitEnumerator for Chunks {
         position: Option<&serde_json::Value>,
     ) -> anyhow::Result<Box<dyn SourceReader>> {
         let position = ChunkPosition::restore(position, "mysql")?;
-        let chunks: Vec<Chunk> = self.chunks.iter().skip(worker).step_by(self.readers).cloned().collect();
+        // Chunks go to workers by their start, so a chunk stays with its worker across runs.
+        let n = self.readers as i64;
+        let step = self.chunk_size as i64;
+        let mine = |c: &Chunk| match c.range {
+            Some((s, _)) if s != i64::MIN => (s.div_euclid(step)).rem_euclid(n) as usize == worker,
+            _ => (c.table % self.readers) == worker,
+        };
+        let mut chunks: VecDeque<Chunk> = self.chunks.iter().filter(|c| mine(c)).cloned().collect();
+        // Skip what the position says is read: chunks before its chunk (tables in name order,
+        // then starts), or all of them.
+        let key = |c: &Chunk| (self.tables[c.table].name.clone(), c.start());
+        if position.done {
+            chunks.clear();
+        } else if let (Some(table), Some(start)) = (&position.table, position.start) {
+            while chunks.front().is_some_and(|c| key(c) < (table.clone(), start)) {
+                chunks.pop_front();
+            }
+        }
+        let resumes = chunks.front().is_some_and(|c| Some(key(c)) == position.table.clone().zip(position.start));
+        let position = if resumes { position } else { ChunkPosition::default() };
         Ok(Box::new(ChunkReader {
             pool: self.pool.clone(),
             tables: self.tables.clone(),
@@ -324,7 +366,8 @@ impl SplitEnumerator for Chunks {
 struct ChunkReader {
     pool: mysql_async::Pool,
     tables: Arc<Vec<Table>>,
-    chunks: Vec<Chunk>,
+    /// Chunks still to read, the current one first.
+    chunks: VecDeque<Chunk>,
     position: ChunkPosition,
     /// Tables whose schema this run has sent.
     announced: Vec<bool>,
@@ -359,8 +402,15 @@ impl ChunkReader {
 #[async_trait]
 impl SourceReader for ChunkReader {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
-        let Some(chunk) = self.chunks.get(self.position.chunk).cloned() else { return Ok(None) };
+        let Some(chunk) = self.chunks.front().cloned() else {
+            self.position = ChunkPosition { done: true, ..ChunkPosition::default() };
+            return Ok(None);
+        };
         let t = &self.tables[chunk.table];
+        if self.position.table.is_none() {
+            self.position.table = Some(t.name.clone());
+            self.position.start = Some(chunk.start());
+        }
         if !self.announced[chunk.table] {
             self.announced[chunk.table] = true;
             return Ok(Some(Event::SchemaChange(SchemaChange {
@@ -393,7 +443,14 @@ impl SourceReader for ChunkReader {
         }
         let n = rows.len() as u64;
         if n < PAGE_ROWS {
-            self.position = ChunkPosition { chunk: self.position.chunk + 1, cursor: None, rows: 0 };
+            self.chunks.pop_front();
+            let next = self.chunks.front().map(|c| (self.tables[c.table].name.clone(), c.start()));
+            self.position = ChunkPosition {
+                done: next.is_none(),
+                table: next.as_ref().map(|n| n.0.clone()),
+                start: next.map(|n| n.1),
+                ..ChunkPosition::default()
+            };
         } else {
             self.position.rows += n;
             self.position.cursor = last_key.map(|k| k.saturating_add(1));
