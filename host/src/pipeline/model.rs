@@ -169,6 +169,9 @@ pub struct DatabaseConnection {
     pub password_env: Option<String>,
     /// The database to connect to, when the server needs one.
     pub database: Option<String>,
+    /// MySQL: the replica id this pipeline reads the binlog as (unique among the server's
+    /// replicas; default 5400 + a random number below 1000).
+    pub server_id: Option<u32>,
 }
 
 /// The password in the environment variable `var`, if one is named; `key` names the option in

@@ -234,3 +234,83 @@ async fn a_reader_resumed_at_its_position_reads_every_remaining_row_once() {
     assert_eq!(all.len(), expected.len(), "rows read in all, over both workers and their restarts");
     assert_eq!(all, expected);
 }
+
+/// `initial`: the snapshot, then inserts, updates, a primary-key change and deletes from the
+/// binlog, while the pipeline runs; TIMESTAMP values the same in both phases; changes made while
+/// it is stopped arrive after it resumes from its checkpoint's binlog position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_mirrors_the_snapshot_then_follows_the_binlog() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; CREATE TABLE app.accounts (id INT PRIMARY KEY, owner VARCHAR(20), balance DECIMAL(12,2), \
+         opened TIMESTAMP NULL, flags BIT(1)); \
+         INSERT INTO app.accounts VALUES (1, 'ann', 10.50, '2026-01-01 08:00:00', 1), (2, 'bob', 20.00, NULL, 0), \
+         (3, 'cid', 0.01, '2026-06-30 23:59:59', 1)",
+    );
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"follow\"\nparallelism = 2\ncheckpoint_interval = \"300ms\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\nserver_id = 7001\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"initial\"\nchunk_size = 2\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+    let (stop, rx) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let r = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+        (r, prepared)
+    });
+    let source = "SELECT id, owner, balance, opened, flags + 0 FROM app.accounts ORDER BY id";
+    let target = "SELECT id, owner, balance, opened, CAST(flags AS INT) FROM ods.accounts ORDER BY id";
+    let utc = |sql: &str| maria.sql(&format!("SET time_zone = '+00:00'; {sql}"));
+    let converged = |want: Vec<String>| {
+        let d = &doris;
+        async move {
+            for _ in 0..300 {
+                let tables = d.sql("SHOW TABLES FROM ods");
+                if tables.iter().any(|t| t == "accounts") && d.sql(target) == want {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        }
+    };
+    assert!(converged(utc(source)).await, "the snapshot: {:?} against {:?}", doris.sql(target), utc(source));
+    maria.sql(
+        "INSERT INTO app.accounts VALUES (4, 'dan', 4.44, '2026-12-01 12:00:00', 0); \
+         UPDATE app.accounts SET balance = balance + 1, flags = 0 WHERE id = 1; \
+         UPDATE app.accounts SET id = 30 WHERE id = 3; \
+         DELETE FROM app.accounts WHERE id = 2",
+    );
+    assert!(converged(utc(source)).await, "the changes: {:?} against {:?}", doris.sql(target), utc(source));
+    stop.send(true).unwrap();
+    let (report, prepared) = task.await.unwrap();
+    let report = report.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(!report.finished && report.restarts == 0, "{report:?}");
+    // Worker 0's position holds the binlog position after the last transaction.
+    let cp = prepared.state.checkpoint().unwrap().unwrap();
+    let binlog = &cp.sources["mysql"][0]["binlog"];
+    assert!(binlog["file"].as_str().is_some_and(|f| f.starts_with("binlog.")), "{binlog}");
+    assert!(binlog["pos"].as_u64() > Some(4), "{binlog}");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    drop(prepared);
+
+    // Changes made while the pipeline is down arrive after it starts again from its checkpoint.
+    maria.sql("INSERT INTO app.accounts VALUES (5, 'eve', 5.00, NULL, 1); DELETE FROM app.accounts WHERE id = 4");
+    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+    let (stop, rx) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let r = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+        (r, prepared)
+    });
+    assert!(converged(utc(source)).await, "after the restart: {:?} against {:?}", doris.sql(target), utc(source));
+    stop.send(true).unwrap();
+    task.await.unwrap().0.unwrap_or_else(|e| panic!("{e:#}"));
+}

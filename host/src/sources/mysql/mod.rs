@@ -1,8 +1,12 @@
-//! `type = "mysql"`: the tables of a MySQL/MariaDB database, read as a snapshot in primary-key
-//! chunks (`scan.startup.mode = "snapshot"`). Every table arrives as its own stream: a schema
-//! change with its columns (mapped as the connector maps them, [`types`]) and primary key, then
-//! its rows, so a sink can create the table first. The binlog modes (`initial`, `latest-offset`,
-//! …) are not built yet.
+//! `type = "mysql"`: the tables of a MySQL/MariaDB database — a snapshot in primary-key chunks,
+//! then (`scan.startup.mode = "initial"`) their changes from the binlog, from the position taken
+//! before the snapshot began; or only the changes from now (`latest-offset`), or only the
+//! snapshot (`snapshot`). Every table arrives as its own stream: a schema change with its columns
+//! (mapped as the connector maps them, [`types`]) and primary key, then its rows, so a sink can
+//! create the table first. Worker 0 follows the binlog ([`binlog`]) once every worker's part of
+//! the snapshot is in a completed checkpoint, a transaction at a time; changes between the binlog
+//! position and a chunk's read are replayed, which a UNIQUE target absorbs. TIMESTAMP values are
+//! read as UTC wall time in both phases.
 //!
 //! The coordinator lists the tables (`include` / `exclude` regexes over their names), reads their
 //! columns and keys from `information_schema` and cuts each table with a single integer primary
@@ -11,6 +15,7 @@
 //! position is the chunk and the next key, and a restart reads nothing twice. No lock is taken:
 //! without the binlog, rows changed while the snapshot runs may be read before or after the change.
 
+mod binlog;
 pub mod types;
 
 use std::collections::VecDeque;
@@ -23,9 +28,11 @@ use mysql_async::prelude::Queryable;
 use serde::{Deserialize, Serialize};
 use sluice_guest::batch::{BatchBuilder, RowKind, Value};
 use sluice_guest::types::{ColumnDef, arrow_schema};
+use tokio::sync::watch;
 
 use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
 use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
+use binlog::{BinlogPosition, Follower};
 use types::MysqlColumn;
 
 /// Rows per page of a chunk.
@@ -72,7 +79,8 @@ pub struct MysqlScan {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlStartup {
-    /// `snapshot`: read every table once and stop.
+    /// `initial` (the snapshot, then the binlog), `latest-offset` (the binlog from now) or
+    /// `snapshot` (read every table once and stop).
     pub mode: String,
 }
 
@@ -107,11 +115,11 @@ impl SourceConfig for MysqlSource {
 
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.server(file)?;
-        if self.scan.startup.mode != "snapshot" {
+        if !["initial", "latest-offset", "snapshot"].contains(&self.scan.startup.mode.as_str()) {
             return Err((
                 "source.scan.startup.mode".into(),
                 format!(
-                    "{:?}: only \"snapshot\" is built so far (the binlog modes initial, earliest-offset, latest-offset, specific-offset and timestamp are not)",
+                    "expected \"initial\", \"latest-offset\" or \"snapshot\", got {:?} (earliest-offset, specific-offset and timestamp are not built yet)",
                     self.scan.startup.mode
                 ),
             ));
@@ -153,7 +161,13 @@ impl SourceConfig for MysqlSource {
                 self.exclude.as_ref().map(|x| format!(" and exclude = {x:?}")).unwrap_or_default()
             );
         }
-        Ok(Arc::new(MysqlTables { pool, tables: Arc::new(tables), chunk_size: self.chunk_size }))
+        Ok(Arc::new(MysqlTables {
+            pool,
+            tables: Arc::new(tables),
+            chunk_size: self.chunk_size,
+            mode: self.scan.startup.mode.clone(),
+            server_id: server.server_id.unwrap_or_else(|| 5400 + fastrand::u32(..1000)),
+        }))
     }
 }
 
@@ -235,6 +249,9 @@ struct MysqlTables {
     pool: mysql_async::Pool,
     tables: Arc<Vec<Table>>,
     chunk_size: u64,
+    /// `scan.startup.mode`.
+    mode: String,
+    server_id: u32,
 }
 
 /// A piece of one table: key values `[start, start + chunk_size)` of its integer key (the
@@ -261,8 +278,25 @@ impl Source for MysqlTables {
 
     async fn enumerator(&self, restored: &[Option<serde_json::Value>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
         let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        let positions = restored
+            .iter()
+            .map(|p| p.as_ref().map(|v| ChunkPosition::restore(Some(v), "mysql")).transpose())
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let fresh = positions.iter().all(Option::is_none);
+        // The binlog position is taken before the snapshot begins: every change after it is
+        // replayed, none before it is missed.
+        let binlog_start = match (self.mode.as_str(), positions.first().cloned().flatten()) {
+            ("snapshot", _) => None,
+            (_, Some(p)) if !fresh => p.binlog,
+            _ => Some(binlog::current(&mut conn).await?),
+        };
+        let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.done));
+        let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
         let mut chunks = Vec::new();
         for (i, t) in self.tables.iter().enumerate() {
+            if self.mode == "latest-offset" {
+                break;
+            }
             let Some(key) = t.integer_key() else {
                 chunks.push(Chunk { table: i, range: None });
                 continue;
@@ -290,12 +324,15 @@ impl Source for MysqlTables {
             chunks,
             readers: restored.len(),
             chunk_size: self.chunk_size,
+            binlog_start,
+            server_id: self.server_id,
+            gate,
         }))
     }
 
     fn describe(&self) -> String {
         let names: Vec<&str> = self.tables.iter().map(|t| t.id.as_str()).collect();
-        format!("mysql snapshot of {}", names.join(", "))
+        format!("mysql {} of {}", self.mode, names.join(", "))
     }
 }
 
@@ -306,6 +343,13 @@ struct Chunks {
     chunks: Vec<Chunk>,
     readers: usize,
     chunk_size: u64,
+    /// Where worker 0 starts following the binlog (none for `snapshot`).
+    binlog_start: Option<BinlogPosition>,
+    server_id: u32,
+    /// With several workers, `initial` follows the binlog only once this turns true: every
+    /// worker's part of the snapshot is in a completed checkpoint, so no snapshot row can land
+    /// after a newer change.
+    gate: Option<watch::Sender<bool>>,
 }
 
 /// A reader's position: the chunk it reads (its table and start; none before the first), and
@@ -320,12 +364,26 @@ pub struct ChunkPosition {
     /// Every chunk of this reader is read.
     #[serde(default)]
     pub done: bool,
+    /// Worker 0: the binlog position after the last transaction it returned (or where it will
+    /// start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binlog: Option<BinlogPosition>,
 }
 
 impl Position for ChunkPosition {}
 
 #[async_trait]
 impl SplitEnumerator for Chunks {
+    async fn on_checkpoint_complete(&mut self, _id: u64, positions: &[serde_json::Value]) -> anyhow::Result<()> {
+        if let Some(gate) = &self.gate {
+            let done = positions.iter().all(|p| p.get("done").and_then(|d| d.as_bool()) == Some(true));
+            if done {
+                gate.send_replace(true);
+            }
+        }
+        Ok(())
+    }
+
     async fn reader(
         &mut self,
         worker: usize,
@@ -351,13 +409,18 @@ impl SplitEnumerator for Chunks {
             }
         }
         let resumes = chunks.front().is_some_and(|c| Some(key(c)) == position.table.clone().zip(position.start));
-        let position = if resumes { position } else { ChunkPosition::default() };
+        let binlog = if worker == 0 { position.binlog.clone().or_else(|| self.binlog_start.clone()) } else { None };
+        let mut position = if resumes || position.done { position } else { ChunkPosition::default() };
+        position.binlog = binlog;
         Ok(Box::new(ChunkReader {
             pool: self.pool.clone(),
             tables: self.tables.clone(),
             chunks,
             position,
             announced: vec![false; self.tables.len()],
+            server_id: self.server_id,
+            gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
+            follower: None,
         }))
     }
 }
@@ -371,9 +434,44 @@ struct ChunkReader {
     position: ChunkPosition,
     /// Tables whose schema this run has sent.
     announced: Vec<bool>,
+    server_id: u32,
+    /// See [`Chunks::gate`].
+    gate: Option<watch::Receiver<bool>>,
+    follower: Option<Follower>,
 }
 
 impl ChunkReader {
+    /// After the snapshot: the binlog's next transaction (worker 0 of a binlog mode), else the end.
+    async fn follow(&mut self) -> anyhow::Result<Option<Event>> {
+        let Some(at) = self.position.binlog.clone() else { return Ok(None) };
+        if self.follower.is_none() {
+            for (i, t) in self.tables.iter().enumerate() {
+                if !self.announced[i] {
+                    self.announced[i] = true;
+                    return Ok(Some(Event::SchemaChange(SchemaChange {
+                        table: t.id.clone(),
+                        schema: t.schema.clone(),
+                        primary_key: t.primary_key.clone(),
+                        ddl: None,
+                    })));
+                }
+            }
+            if let Some(mut gate) = self.gate.take() {
+                tracing::debug!("waiting for every worker's part of the snapshot to be checkpointed");
+                if gate.wait_for(|done| *done).await.is_err() {
+                    return Ok(None);
+                }
+            }
+            self.follower = Some(Follower::open(&self.pool, self.server_id, &at, self.tables.clone()).await?);
+        }
+        let follower = self.follower.as_mut().expect("opened above");
+        let (event, after) = follower.next().await?;
+        if let Some(after) = after {
+            self.position.binlog = Some(after);
+        }
+        Ok(Some(event))
+    }
+
     /// The SQL of the next page of the current chunk.
     fn page(&self, t: &Table, chunk: &Chunk) -> String {
         let columns: Vec<String> = t.columns.iter().map(MysqlColumn::select).collect();
@@ -403,8 +501,9 @@ impl ChunkReader {
 impl SourceReader for ChunkReader {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         let Some(chunk) = self.chunks.front().cloned() else {
-            self.position = ChunkPosition { done: true, ..ChunkPosition::default() };
-            return Ok(None);
+            let binlog = self.position.binlog.take();
+            self.position = ChunkPosition { done: true, binlog, ..ChunkPosition::default() };
+            return self.follow().await;
         };
         let t = &self.tables[chunk.table];
         if self.position.table.is_none() {
@@ -422,6 +521,8 @@ impl SourceReader for ChunkReader {
         }
         let sql = self.page(t, &chunk);
         let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        // TIMESTAMP columns as UTC wall time, as the binlog carries them.
+        conn.query_drop("SET time_zone = '+00:00'").await.map_err(|e| Restartable::error(e.to_string()))?;
         let rows: Vec<mysql_async::Row> =
             conn.query(&sql).await.map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
         let mut builder = BatchBuilder::new(t.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;
@@ -449,6 +550,7 @@ impl SourceReader for ChunkReader {
                 done: next.is_none(),
                 table: next.as_ref().map(|n| n.0.clone()),
                 start: next.map(|n| n.1),
+                binlog: self.position.binlog.take(),
                 ..ChunkPosition::default()
             };
         } else {
