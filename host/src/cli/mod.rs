@@ -3,6 +3,7 @@
 mod embedded;
 mod plugin;
 mod run;
+mod sync;
 
 pub use crate::metrics::metrics_text;
 
@@ -42,6 +43,19 @@ enum Command {
     /// Work with plugins (WebAssembly transforms and decoders).
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Mirror a MySQL/MariaDB database into Doris: the Flink connector's CdcTools command, with its
+    /// flags.
+    MysqlSyncDatabase(sync::SyncArgs),
+    /// Mirror a whole database into Doris: `sluice sync-database mysql …`.
+    #[command(subcommand)]
+    SyncDatabase(SyncDatabase),
+}
+
+/// The databases `sync-database` mirrors.
+#[derive(Debug, Subcommand)]
+enum SyncDatabase {
+    /// MySQL or MariaDB (the same as `sluice mysql-sync-database`).
+    Mysql(sync::SyncArgs),
 }
 
 /// Run the command line and return the process exit code. Errors are one clear line on stderr.
@@ -53,6 +67,7 @@ pub fn main() -> ExitCode {
         Command::Run { file, quiet, metrics_addr, .. } => run::run(file, quiet, metrics_addr),
         Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),
+        Command::MysqlSyncDatabase(args) | Command::SyncDatabase(SyncDatabase::Mysql(args)) => sync::run(args, false),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -31,7 +31,17 @@ async fn connect(file: &Path, pipeline: &mut PipelineFile) -> anyhow::Result<Opt
 /// `sluice run`: run until the sources are exhausted, or until SIGINT/SIGTERM (a final checkpoint
 /// is taken and committed; a second signal exits at once, which is still safe).
 pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyhow::Result<()> {
-    let mut pipeline = load_file(&file)?;
+    let pipeline = load_file(&file)?;
+    run_pipeline(file, pipeline, quiet, metrics_addr)
+}
+
+/// Run `pipeline`, read from `file` (paths and the state dir are relative to it).
+pub fn run_pipeline(
+    file: PathBuf,
+    mut pipeline: PipelineFile,
+    quiet: bool,
+    metrics_addr: Option<SocketAddr>,
+) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         let embedded = connect(&file, &mut pipeline).await?;

@@ -165,8 +165,10 @@ pub struct DatabaseConnection {
     pub port: Option<u16>,
     #[serde(default = "default_username")]
     pub user: String,
-    /// The environment variable holding the password (never written in the file).
+    /// The environment variable holding the password. Prefer it to `password`.
     pub password_env: Option<String>,
+    /// The password, inline (never printed).
+    pub password: Option<String>,
     /// The database to connect to, when the server needs one.
     pub database: Option<String>,
     /// MySQL: the replica id this pipeline reads the binlog as (unique among the server's

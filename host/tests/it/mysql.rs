@@ -314,3 +314,84 @@ async fn initial_mirrors_the_snapshot_then_follows_the_binlog() {
     stop.send(true).unwrap();
     task.await.unwrap().0.unwrap_or_else(|e| panic!("{e:#}"));
 }
+
+/// The Flink connector's command, run as `sluice mysql-sync-database` with its flags: the
+/// database's tables land in Doris; `--print-pipeline` writes the same pipeline without secrets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_sync_database_runs_the_connectors_command_as_written() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE mysql_db; CREATE TABLE mysql_db.tbl1 (id INT PRIMARY KEY, v VARCHAR(8)); \
+         CREATE TABLE mysql_db.other (id INT PRIMARY KEY); INSERT INTO mysql_db.tbl1 VALUES (1, 'a'), (2, 'b')",
+    );
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE test_db");
+    let dir = tempfile::tempdir().unwrap();
+    let port = maria.port.to_string();
+    let fe = doris.h().fe_http_addr().to_string();
+    let command = [
+        "-Dexecution.checkpointing.interval=1s",
+        "-Dparallelism.default=1",
+        "mysql-sync-database",
+        "--database",
+        "test_db",
+        "--mysql-conf",
+        "hostname=127.0.0.1",
+        "--mysql-conf",
+        &format!("port={port}"),
+        "--mysql-conf",
+        "username=root",
+        "--mysql-conf",
+        "password=",
+        "--mysql-conf",
+        "database-name=mysql_db",
+        "--mysql-conf",
+        "scan.startup.mode=snapshot",
+        "--including-tables",
+        "tbl1|test.*",
+        "--sink-conf",
+        &format!("fenodes={fe}"),
+        "--sink-conf",
+        "username=root",
+        "--sink-conf",
+        "sink.label-prefix=label",
+        "--table-conf",
+        "replication_num=1",
+    ];
+    // The subcommand first, then its flags (the -D options are the command's own).
+    let mut args: Vec<&str> = vec![command[2]];
+    args.extend(command.iter().enumerate().filter(|(i, _)| *i != 2).map(|(_, a)| *a));
+    let run = |args: Vec<String>| {
+        let dir = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_sluice")).args(&args).current_dir(dir).output().unwrap()
+        })
+    };
+    let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let out = run(owned.clone()).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(doris.sql("SELECT id, v FROM test_db.tbl1 ORDER BY id"), ["1\ta", "2\tb"]);
+    assert!(doris.sql("SHOW TABLES FROM test_db").iter().all(|t| t != "other"), "--including-tables");
+    // (Doris shows `replication_num = 1` as its replication_allocation.)
+    let ddl = doris.sql("SHOW CREATE TABLE test_db.tbl1").join(" ");
+    assert!(ddl.contains("UNIQUE KEY(`id`)") && ddl.contains("\"tag.location.default: 1\""), "{ddl}");
+
+    let mut print = owned.clone();
+    print.push("--print-pipeline".into());
+    let out = run(print).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("checkpoint_interval = \"1s\"") && text.contains("database = \"test_db\""), "{text}");
+    assert!(sluice::pipeline::load_str(&dir.path().join("p.toml"), &text).is_ok(), "{text}");
+
+    let mut bad = owned;
+    bad.push("--mysql-conf".into());
+    bad.push("hostnme=x".into());
+    let out = run(bad).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.starts_with("error: --mysql-conf hostnme: not an option Sluice takes; accepted: hostname"),
+        "{stderr}"
+    );
+}

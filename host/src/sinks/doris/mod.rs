@@ -40,6 +40,10 @@ pub struct DorisSink {
     pub table_prefix: String,
     #[serde(default)]
     pub table_suffix: String,
+    /// Properties of the tables the sink creates (the connector's `--table-conf`), e.g.
+    /// `table_properties.replication_num = "1"`.
+    #[serde(default)]
+    pub table_properties: BTreeMap<String, String>,
     /// Label prefix; defaults to a stable id of the pipeline.
     pub label_prefix: Option<String>,
     /// Exactly-once through two-phase commit tied to checkpoints (default true).
@@ -234,6 +238,7 @@ impl SinkConfig for DorisSink {
             metrics,
             committer,
             claims: self.table.clone(),
+            table_properties: self.table_properties.clone(),
             database: self.database.clone().map(|database| TableNames {
                 database,
                 prefix: self.table_prefix.clone(),
@@ -254,6 +259,8 @@ struct DorisTarget {
     claims: Option<String>,
     /// With `database`: where each source table goes.
     database: Option<TableNames>,
+    /// Properties of the tables it creates.
+    table_properties: BTreeMap<String, String>,
 }
 
 /// `database`, `table_prefix`, `table_suffix`: the target of each source table.
@@ -324,7 +331,12 @@ impl Sink for DorisTarget {
             self.metrics.loads.clone(),
             ctx,
         );
-        Ok(Box::new(DorisSinkWriter { writer: w, conn: self.conn.clone(), names: self.database.clone() }))
+        Ok(Box::new(DorisSinkWriter {
+            writer: w,
+            conn: self.conn.clone(),
+            names: self.database.clone(),
+            table_properties: self.table_properties.clone(),
+        }))
     }
 
     fn committer(&self) -> &dyn Committer {
@@ -382,6 +394,7 @@ struct DorisSinkWriter {
     writer: DorisWriter,
     conn: Arc<DorisConnection>,
     names: Option<TableNames>,
+    table_properties: BTreeMap<String, String>,
 }
 
 impl DorisSinkWriter {
@@ -412,7 +425,9 @@ impl SinkWriter for DorisSinkWriter {
         let client = &self.conn.client;
         let statements = match client.table_info(db, table).await {
             Ok(info) => schema::alter_table(db, table, &info.columns, change)?,
-            Err(crate::doris::DorisError::Table { .. }) => vec![schema::create_table(db, table, change)?],
+            Err(crate::doris::DorisError::Table { .. }) => {
+                vec![schema::create_table(db, table, change, &self.table_properties)?]
+            }
             Err(e) => return Err(from_doris(e)),
         };
         for stmt in statements {

@@ -17,8 +17,14 @@ fn column_ddl(c: &ColumnDef, key: bool) -> String {
     format!("{} {t}{}", quote(&c.name), if c.nullable { " NULL" } else { " NOT NULL" })
 }
 
-/// `CREATE TABLE IF NOT EXISTS` for `db.table` with the change's columns, key columns first.
-pub fn create_table(db: &str, table: &str, change: &SchemaChange) -> anyhow::Result<String> {
+/// `CREATE TABLE IF NOT EXISTS` for `db.table` with the change's columns, key columns first, and
+/// `properties` (the sink's `table_properties`) after the ones Sluice sets.
+pub fn create_table(
+    db: &str,
+    table: &str,
+    change: &SchemaChange,
+    properties: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<String> {
     let columns = columns_of(&change.schema).map_err(|e| anyhow::anyhow!("{}: {}", change.table, e.message))?;
     let (keys, model): (Vec<&str>, &str) = if change.primary_key.is_empty() {
         (columns.first().map(|c| c.name.as_str()).into_iter().collect(), "DUPLICATE")
@@ -39,8 +45,20 @@ pub fn create_table(db: &str, table: &str, change: &SchemaChange) -> anyhow::Res
         quote(table),
         ordered.collect::<Vec<_>>().join(", ")
     );
+    let mut props: Vec<(String, String)> = Vec::new();
     if model == "UNIQUE" {
-        ddl.push_str(" PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\")");
+        props.push(("enable_unique_key_merge_on_write".into(), "true".into()));
+    }
+    for (k, v) in properties {
+        props.retain(|(p, _)| p != k);
+        props.push((k.clone(), v.clone()));
+    }
+    if !props.is_empty() {
+        let text: Vec<String> = props
+            .iter()
+            .map(|(k, v)| format!("\"{}\" = \"{}\"", k.replace('"', "\\\""), v.replace('"', "\\\"")))
+            .collect();
+        ddl.push_str(&format!(" PROPERTIES ({})", text.join(", ")));
     }
     Ok(ddl)
 }
@@ -77,16 +95,19 @@ mod tests {
 
     #[test]
     fn a_table_with_a_primary_key_is_created_unique_with_its_key_first() {
-        let ddl =
-            create_table("ods", "users", &change("name STRING, id BIGINT NOT NULL, score DECIMAL(10,2)", &["id"]));
+        let none = std::collections::BTreeMap::new();
+        let users = change("name STRING, id BIGINT NOT NULL, score DECIMAL(10,2)", &["id"]);
+        let ddl = create_table("ods", "users", &users, &none);
         assert_eq!(
             ddl.unwrap(),
             "CREATE TABLE IF NOT EXISTS `ods`.`users` (`id` BIGINT NOT NULL, `name` STRING NULL, `score` DECIMAL(10,2) NULL) \
              UNIQUE KEY(`id`) DISTRIBUTED BY HASH(`id`) BUCKETS AUTO PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\")"
         );
-        let dup = create_table("ods", "logs", &change("msg STRING, at DATETIME", &[])).unwrap();
+        let replicas = [("replication_num".to_string(), "1".to_string())].into();
+        let dup = create_table("ods", "logs", &change("msg STRING, at DATETIME", &[]), &replicas).unwrap();
+        assert!(dup.ends_with(" BUCKETS AUTO PROPERTIES (\"replication_num\" = \"1\")"), "{dup}");
         assert!(dup.contains("(`msg` VARCHAR(65533) NULL, `at` DATETIME NULL) DUPLICATE KEY(`msg`)"), "{dup}");
-        let bad = create_table("ods", "t", &change("a INT", &["b"])).unwrap_err().to_string();
+        let bad = create_table("ods", "t", &change("a INT", &["b"]), &none).unwrap_err().to_string();
         assert_eq!(bad, "app.users: the key column `b` is not a column");
     }
 

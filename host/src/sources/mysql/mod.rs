@@ -137,9 +137,12 @@ impl SourceConfig for MysqlSource {
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
         let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
         let key = format!("connections.{}", self.connection);
-        let password = crate::pipeline::password_from_env(server.password_env.as_deref(), &key)
-            .map_err(|e| anyhow::anyhow!(e))?
-            .unwrap_or_default();
+        let password = match &server.password {
+            Some(p) => p.clone(),
+            None => crate::pipeline::password_from_env(server.password_env.as_deref(), &key)
+                .map_err(|e| anyhow::anyhow!(e))?
+                .unwrap_or_default(),
+        };
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(server.host.clone())
             .tcp_port(server.port.unwrap_or(3306))
