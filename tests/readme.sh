@@ -41,4 +41,12 @@ out=$(bash -c "$plugin_test") || { echo "$out"; echo "FAILED: sluice plugin test
 echo "$out"
 [ "$out" = $'prefix_James 19\nprefix_Emily 29' ] \
   || { echo "FAILED: sluice plugin test printed something else" >&2; exit 1; }
-echo "README quick start and plugin test: ok"
+
+# The sync command's example, continuation lines and all: --print-pipeline needs no server.
+sync_command=$(awk '/^sluice mysql-sync-database /{on=1} on{print} on && !/\\$/{exit}' "$work/sluice/README.md")
+[ -n "$sync_command" ] || { echo "README.md has no sluice mysql-sync-database example" >&2; exit 1; }
+echo "\$ $sync_command"
+out=$(bash -c "$sync_command") || { echo "$out"; echo "FAILED: sluice mysql-sync-database" >&2; exit 1; }
+grep -qF 'database = "test_db"' <<<"$out" || { echo "$out"; echo "FAILED: the printed pipeline has no target database" >&2; exit 1; }
+if grep -qF '123456' <<<"$out"; then echo "FAILED: the printed pipeline shows a password" >&2; exit 1; fi
+echo "README quick start, plugin test and sync example: ok"
