@@ -20,6 +20,11 @@ pub struct MariaDb {
 
 impl MariaDb {
     pub fn start() -> MariaDb {
+        MariaDb::start_with(true)
+    }
+
+    /// A server with the binlog on (ROW format) or off.
+    pub fn start_with(binlog: bool) -> MariaDb {
         let dir = tempfile::tempdir().unwrap();
         let data: PathBuf = dir.path().join("data");
         let install = Command::new("mariadb-install-db")
@@ -39,7 +44,7 @@ impl MariaDb {
             .arg(format!("--socket={}", p("sock")))
             .arg(format!("--pid-file={}", p("pid")))
             .arg(format!("--log-error={}", p("error.log")))
-            .arg(format!("--log-bin={}", p("binlog")))
+            .args(binlog.then(|| format!("--log-bin={}", p("binlog"))))
             .args(["--user=root", "--binlog-format=ROW", "--server-id=1", "--character-set-server=utf8mb4"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -394,4 +399,42 @@ async fn mysql_sync_database_runs_the_connectors_command_as_written() {
         stderr.starts_with("error: --mysql-conf hostnme: not an option Sluice takes; accepted: hostname"),
         "{stderr}"
     );
+}
+
+/// Bad input gets an error that says what is wrong and what to do, and never shows a password:
+/// the binlog off, a wrong password, a server that is not there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_binlog_a_wrong_password_or_none_at_all_is_named() {
+    let maria = tokio::task::spawn_blocking(|| MariaDb::start_with(false)).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY); \
+         CREATE USER 'sync'@'%' IDENTIFIED BY 'right-password'; GRANT ALL ON *.* TO 'sync'@'%'",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = |port: u16, auth: &str, mode: &str| {
+        let text = format!(
+            "[pipeline]\nname = \"bad\"\n\n[connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {port}\n{auth}\n\n\
+             [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"{mode}\"\n\n\
+             [[sink]]\ntype = \"blackhole\"\n"
+        );
+        pipeline_file(&dir.path().join(format!("{port}-{mode}-{}", auth.len())), &text)
+    };
+    let attempt = |path: std::path::PathBuf| async move {
+        let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path)?).await?;
+        let (_stop, rx) = watch::channel(false);
+        runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await
+    };
+    let e = format!("{:#}", attempt(file(maria.port, "user = \"root\"", "initial")).await.unwrap_err());
+    assert!(e.contains("the MySQL server has no binlog") && e.contains("`log_bin` on, `binlog_format = ROW`"), "{e}");
+    // The snapshot alone needs no binlog.
+    assert!(attempt(file(maria.port, "user = \"root\"", "snapshot")).await.unwrap().finished);
+
+    let wrong = "user = \"sync\"\npassword = \"wrong-password-123\"";
+    let e = format!("{:#}", attempt(file(maria.port, wrong, "snapshot")).await.unwrap_err());
+    assert!(e.contains("reading the tables of `app` at 127.0.0.1") && e.contains("Access denied"), "{e}");
+    assert!(!e.contains("wrong-password-123"), "{e}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let e = format!("{:#}", attempt(file(closed, "user = \"root\"", "snapshot")).await.unwrap_err());
+    assert!(e.contains("reading the tables of `app` at 127.0.0.1"), "{e}");
 }
