@@ -146,6 +146,24 @@ pub fn curl(args: &[String]) -> String {
 }
 
 /// Shorthand for building curl argument lists.
+/// A 2PC commit or abort of database `test` as the Doris manual does it with curl: `header` is
+/// `label:…` or `txn_id:…`, `op` is `commit` or `abort`.
+pub fn two_pc(fe: &str, header: &str, op: &str) -> Value {
+    curl_json(&args(&[
+        "-sS",
+        "-X",
+        "PUT",
+        "--location-trusted",
+        "-u",
+        "root:",
+        "-H",
+        header,
+        "-H",
+        &format!("txn_operation:{op}"),
+        &format!("http://{fe}/api/test/_stream_load_2pc"),
+    ]))
+}
+
 pub fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::{Server, args, curl_json};
+use crate::common::{Server, args, curl_json, two_pc};
 
 fn setup(s: &Server) {
     s.sql("CREATE DATABASE IF NOT EXISTS test");
@@ -27,22 +27,6 @@ fn load(s: &Server, label: &str, extra: &[&str], body: &[u8]) -> Value {
     let mut headers = vec![format!("label:{label}"), "column_separator:,".to_string()];
     headers.extend(extra.iter().map(|h| h.to_string()));
     s.stream_load("test", "t", &headers.iter().map(String::as_str).collect::<Vec<_>>(), &f)
-}
-
-fn two_pc(fe: &str, header: &str, op: &str) -> Value {
-    curl_json(&args(&[
-        "-sS",
-        "-X",
-        "PUT",
-        "--location-trusted",
-        "-u",
-        "root:",
-        "-H",
-        header,
-        "-H",
-        &format!("txn_operation:{op}"),
-        &format!("http://{fe}/api/test/_stream_load_2pc"),
-    ]))
 }
 
 fn load_state(fe: &str, label: &str) -> Value {

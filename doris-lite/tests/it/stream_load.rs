@@ -4,7 +4,7 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::common::{Server, args, curl, curl_json, keys};
+use crate::common::{Server, args, curl, curl_json, keys, two_pc};
 
 fn setup(s: &Server, ddl: &str) {
     s.sql("CREATE DATABASE IF NOT EXISTS test");
@@ -125,21 +125,7 @@ fn two_phase_commit_precommit_then_commit() {
     assert_eq!(again["Status"], "Label Already Exists");
     assert_eq!(again["ExistingJobStatus"], "PRECOMMITTED");
 
-    let commit = |op: &str| {
-        curl_json(&args(&[
-            "-sS",
-            "-X",
-            "PUT",
-            "--location-trusted",
-            "-u",
-            "root:",
-            "-H",
-            &format!("txn_id:{txn}"),
-            "-H",
-            &format!("txn_operation:{op}"),
-            &format!("http://{}/api/test/_stream_load_2pc", s.fe()),
-        ]))
-    };
+    let commit = |op: &str| two_pc(&s.fe(), &format!("txn_id:{txn}"), op);
     assert_eq!(
         commit("commit"),
         json!({"status": "Success", "msg": format!("transaction [{txn}] commit successfully.")})
