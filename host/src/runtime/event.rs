@@ -42,6 +42,68 @@ pub struct SchemaChange {
     pub primary_key: Vec<String>,
     /// The statement the source saw, when there was one (for logs and sinks that replay DDL).
     pub ddl: Option<String>,
+    /// What changed, as the statement said it. Empty: this is the table's schema as the source
+    /// found it (its first announcement in a run), which a sink creates or checks its table
+    /// against.
+    pub alter: Vec<Alter>,
+}
+
+impl SchemaChange {
+    /// The schema of `table` as the source found it.
+    pub fn announce(table: &TableId, schema: SchemaRef, primary_key: Vec<String>) -> SchemaChange {
+        SchemaChange { table: table.clone(), schema, primary_key, ddl: None, alter: Vec::new() }
+    }
+
+    /// Whether this is a change of a table that existed before it (not an announcement).
+    pub fn is_change(&self) -> bool {
+        !self.alter.is_empty()
+    }
+}
+
+/// One step of a schema change, by column name; the column's type (after the change) is in the
+/// change's schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Alter {
+    /// A new column, with its default (unquoted text) and comment when the statement gave them.
+    AddColumn {
+        name: String,
+        default: Option<String>,
+        comment: Option<String>,
+    },
+    DropColumn {
+        name: String,
+    },
+    RenameColumn {
+        from: String,
+        to: String,
+    },
+    /// The column's type changed; `from` is its type before (as the sink would write it).
+    ModifyColumn {
+        name: String,
+        from: String,
+    },
+    /// Every row of the table was removed (`TRUNCATE TABLE`).
+    Truncate,
+    /// The table was created by a statement in the stream (not found at the start).
+    CreateTable,
+    /// A statement about the table the source could not follow (the reason).
+    Unsupported {
+        reason: String,
+    },
+}
+
+impl fmt::Display for Alter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Alter::AddColumn { name, .. } => write!(f, "add column `{name}`"),
+            Alter::DropColumn { name } => write!(f, "drop column `{name}`"),
+            Alter::RenameColumn { from, to } => write!(f, "rename column `{from}` to `{to}`"),
+            Alter::ModifyColumn { name, from } => write!(f, "change the type of `{name}` (was {from})"),
+            Alter::Truncate => f.write_str("truncate"),
+            Alter::CreateTable => f.write_str("create table"),
+            Alter::Unsupported { reason } => write!(f, "unsupported: {reason}"),
+        }
+    }
 }
 
 /// What a source reader produces.

@@ -33,7 +33,7 @@ use backon::BackoffBuilder;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-pub use event::{Event, SchemaChange, TableId};
+pub use event::{Alter, Event, SchemaChange, TableId};
 pub use sink::{Committer, Sink, SinkWriter, WriterContext};
 pub use source::{Position, Source, SourceReader, SplitEnumerator};
 pub use transform::{ConcurrentTransform, Transform, TransformInstance};

@@ -334,12 +334,7 @@ impl SplitEnumerator for ChangingSplits {
         let t = TableId::new("app.users");
         let change = |cols: &[&str]| {
             let b = table_batch(cols, 0);
-            Event::SchemaChange(SchemaChange {
-                table: t.clone(),
-                schema: b.data.schema(),
-                primary_key: vec!["id".into()],
-                ddl: None,
-            })
+            Event::SchemaChange(SchemaChange::announce(&t, b.data.schema(), vec!["id".into()]))
         };
         let events = [
             change(&["id"]),

@@ -27,9 +27,14 @@ impl MariaDb {
     pub fn start_with(binlog: bool) -> MariaDb {
         let dir = tempfile::tempdir().unwrap();
         let data: PathBuf = dir.path().join("data");
+        // Its own temp dir too: servers bootstrapping at once in one /tmp can take each other's
+        // temporary table files.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
         let install = Command::new("mariadb-install-db")
             .args(["--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db", "--user=root"])
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .output()
             .expect("mariadb-install-db runs");
         assert!(install.status.success(), "{}", String::from_utf8_lossy(&install.stderr));
@@ -39,6 +44,7 @@ impl MariaDb {
         let child = Command::new("mariadbd")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--port={port}"))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--socket={}", p("sock")))
@@ -437,4 +443,170 @@ async fn a_server_without_binlog_a_wrong_password_or_none_at_all_is_named() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let e = format!("{:#}", attempt(file(closed, "user = \"root\"", "snapshot")).await.unwrap_err());
     assert!(e.contains("reading the tables of `app` at 127.0.0.1"), "{e}");
+}
+
+/// Runs `text` until stopped; the pipeline and its result come back.
+fn spawn_run(
+    path: &std::path::Path,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<(anyhow::Result<runtime::RunReport>, sluice::runtime::Prepared)>) {
+    let path = path.to_path_buf();
+    let (stop, rx) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+        let r = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+        (r, prepared)
+    });
+    (stop, task)
+}
+
+/// Polls until `doris` answers `target` with what MariaDB answers `source` (30 s at most).
+async fn converges(maria: &MariaDb, doris: &Doris, source: &str, target: &str) -> Result<(), String> {
+    let mut last = (Vec::new(), Vec::new());
+    for _ in 0..300 {
+        let want = maria.sql(source);
+        let got = std::panic::catch_unwind(|| doris.sql(target)).unwrap_or_default();
+        if got == want {
+            return Ok(());
+        }
+        last = (got, want);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("`{target}` = {:?}, the source has {:?}", last.0, last.1))
+}
+
+/// Every DDL kind in the binlog while another client inserts, deletes and re-keys rows of the
+/// same table: the Doris tables end equal to the source's, in the columns the source has now,
+/// and a restart reads the binlog after the DDL with the table's new columns.
+async fn ddl_is_followed(mode: &str) {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; CREATE TABLE app.users (id INT PRIMARY KEY, name VARCHAR(20), old INT); \
+         INSERT INTO app.users VALUES (1, 'ann', 1), (2, 'bob', 2), (3, 'cid', 3); \
+         CREATE TABLE app.skip_me (id INT PRIMARY KEY)",
+    );
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"ddl\"\ncheckpoint_interval = \"300ms\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\nserver_id = 7002\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nexclude = \"skip_.*\"\nscan.startup.mode = \"initial\"\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\ntable_properties.replication_num = \"1\"\n\
+         schema_change.mode = \"{mode}\"\nschema_change.truncate = true\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let (stop, task) = spawn_run(&path);
+    converges(
+        &maria,
+        &doris,
+        "SELECT id, name, old FROM app.users ORDER BY id",
+        "SELECT id, name, old FROM ods.users ORDER BY id",
+    )
+    .await
+    .unwrap();
+
+    // Another client writes the table all along (only `id`, which every shape of it has).
+    let port = maria.port;
+    let writer = std::thread::spawn(move || {
+        let mut script = String::new();
+        for n in 100..400 {
+            script.push_str(&format!("INSERT INTO app.users (id) VALUES ({n}); "));
+            if n % 3 == 0 {
+                script.push_str(&format!("DELETE FROM app.users WHERE id = {}; ", n - 1));
+            }
+            if n % 5 == 0 {
+                script.push_str(&format!("UPDATE app.users SET id = {} WHERE id = {}; ", n + 1000, n - 2));
+            }
+        }
+        crate::common::mysql(port, &script);
+    });
+    maria.sql(
+        "INSERT INTO app.users VALUES (4, 'dan', 4); \
+         ALTER TABLE app.users ADD COLUMN age INT DEFAULT 18 COMMENT 'years' AFTER name; \
+         INSERT INTO app.users VALUES (5, 'eve', 30, 5); UPDATE app.users SET age = 40 WHERE id = 1; \
+         ALTER TABLE app.users DROP COLUMN old; INSERT INTO app.users VALUES (6, 'fay', 50); \
+         ALTER TABLE app.users CHANGE name full_name VARCHAR(40); INSERT INTO app.users VALUES (7, 'gus😀', 60); \
+         USE app; ALTER TABLE users MODIFY age BIGINT; UPDATE users SET age = 9999999999 WHERE id = 7; \
+         UPDATE app.users SET id = 70 WHERE id = 7; \
+         CREATE TABLE app.orders (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, note TEXT, at DATETIME(3)); \
+         INSERT INTO app.orders VALUES (18446744073709551615, 'max', '2026-12-01 10:00:00.123'); \
+         CREATE TABLE app.skip_me_too (id INT PRIMARY KEY); INSERT INTO app.skip_me_too VALUES (1); \
+         CREATE TABLE app.scratch (id INT PRIMARY KEY); INSERT INTO app.scratch VALUES (1), (2); \
+         TRUNCATE TABLE app.scratch; INSERT INTO app.scratch VALUES (3)",
+    );
+    writer.join().unwrap();
+    let users = (
+        "SELECT id, full_name, age FROM app.users ORDER BY id",
+        "SELECT id, full_name, age FROM ods.users ORDER BY id",
+    );
+    converges(&maria, &doris, users.0, users.1).await.unwrap();
+    let orders = "SELECT id, note, DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s.%f') FROM app.orders";
+    converges(&maria, &doris, orders, "SELECT id, note, at FROM ods.orders").await.unwrap();
+    converges(&maria, &doris, "SELECT id FROM app.scratch", "SELECT id FROM ods.scratch").await.unwrap();
+    let created = doris.sql("SHOW CREATE TABLE ods.users").join(" ");
+    assert!(!created.contains("`old`") && !created.contains("`name`"), "{created}");
+    assert!(created.contains("`full_name` varchar(120)") && created.contains("`age` bigint"), "{created}");
+    assert_eq!(doris.sql("SHOW TABLES FROM ods"), ["orders", "scratch", "users"]);
+
+    // Down: more changes, a new column among them; the restart reads them with the shape the
+    // checkpoint kept.
+    stop.send(true).unwrap();
+    task.await.unwrap().0.unwrap_or_else(|e| panic!("{e:#}"));
+    maria.sql(
+        "INSERT INTO app.users VALUES (8, 'hal', 8); ALTER TABLE app.users ADD COLUMN tag VARCHAR(5); \
+         INSERT INTO app.users VALUES (9, 'ivy', 9, 'x'); UPDATE app.users SET tag = 'y' WHERE id = 1",
+    );
+    let (stop, task) = spawn_run(&path);
+    let users = (
+        "SELECT id, full_name, age, tag FROM app.users ORDER BY id",
+        "SELECT id, full_name, age, tag FROM ods.users ORDER BY id",
+    );
+    converges(&maria, &doris, users.0, users.1).await.unwrap();
+    stop.send(true).unwrap();
+    let (report, _) = task.await.unwrap();
+    report.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddl_is_followed_from_the_tables_structure() {
+    ddl_is_followed("debezium_structure").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddl_is_followed_from_the_statements() {
+    ddl_is_followed("sql_parser").await;
+}
+
+/// `schema_change.behavior = "exception"`: the first DDL of a followed table stops the pipeline,
+/// naming the table and the statement; rows before it are in Doris.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ddl_under_exception_stops_the_pipeline_naming_it() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql("CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY); INSERT INTO app.t VALUES (1)");
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"strict\"\ncheckpoint_interval = \"300ms\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n[doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"initial\"\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\nschema_change.behavior = \"exception\"\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let (_stop, task) = spawn_run(&path);
+    converges(&maria, &doris, "SELECT id FROM app.t", "SELECT id FROM ods.t").await.unwrap();
+    maria.sql("INSERT INTO app.t VALUES (2); ALTER TABLE app.t ADD COLUMN c INT; INSERT INTO app.t VALUES (3, 3)");
+    let (report, _) = tokio::time::timeout(Duration::from_secs(60), task).await.expect("the pipeline stops").unwrap();
+    let error = format!("{:#}", report.unwrap_err());
+    assert!(
+        error.contains("`app.t` changed (`ALTER TABLE app.t ADD COLUMN c INT`) and `schema_change.behavior = \"exception\"` stops on any change"),
+        "{error}"
+    );
+    assert_eq!(doris.sql("SELECT id FROM ods.t ORDER BY id"), ["1", "2"]);
 }

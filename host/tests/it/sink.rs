@@ -215,7 +215,7 @@ async fn at_max_open_loads_the_least_recently_written_load_is_ended_and_joins_th
 /// is added, and rows of each schema land in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schema_change_creates_a_missing_table_and_alters_it_when_columns_change() {
-    use sluice::runtime::{SchemaChange, TableId};
+    use sluice::runtime::{Alter, SchemaChange, TableId};
     let doris = Doris::start().await;
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -227,13 +227,14 @@ async fn a_schema_change_creates_a_missing_table_and_alters_it_when_columns_chan
     let sink = &prepared.sinks[0].component;
     let mut w = sink.writer(WriterContext { worker: 0, run: 1, checkpoint: 1 }).await.unwrap();
     let table = TableId::new("app.users");
-    let change = |columns: &str| SchemaChange {
+    let change = |columns: &str, alter: Vec<Alter>| SchemaChange {
         table: table.clone(),
         schema: arrow_schema(&parse_columns(columns).unwrap()),
         primary_key: vec!["id".into()],
         ddl: None,
+        alter,
     };
-    w.schema_change(&change("id INT NOT NULL, name VARCHAR(32)")).await.unwrap();
+    w.schema_change(&change("id INT NOT NULL, name VARCHAR(32)", vec![])).await.unwrap();
     let info = doris.sql("SHOW CREATE TABLE test.users").join(" ");
     assert!(info.contains("UNIQUE KEY(`id`)"), "{info}");
     w.write(&table, &rows(PEOPLE, &[person(RowKind::Insert, 1, "ann")])).await.unwrap();
@@ -241,7 +242,8 @@ async fn a_schema_change_creates_a_missing_table_and_alters_it_when_columns_chan
     // load whose table changes).
     let committables = w.prepare_commit(1).await.unwrap();
     assert_eq!(sink.committer().commit(1, &[committables]).await.unwrap(), 1);
-    w.schema_change(&change("id INT NOT NULL, name VARCHAR(32), age INT")).await.unwrap();
+    let age = Alter::AddColumn { name: "age".into(), default: None, comment: None };
+    w.schema_change(&change("id INT NOT NULL, name VARCHAR(32), age INT", vec![age])).await.unwrap();
     let mut b = BatchBuilder::new(arrow_schema(&parse_columns("id INT, name VARCHAR(32), age INT").unwrap())).unwrap();
     b.push(RowKind::Insert, &[Value::Int(2), Value::Str("bob"), Value::Int(40)]).unwrap();
     w.write(&table, &b.finish().unwrap()).await.unwrap();

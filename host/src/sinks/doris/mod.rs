@@ -6,7 +6,7 @@ pub mod committer;
 pub mod schema;
 pub mod writer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,7 +18,7 @@ use crate::Batch;
 use crate::doris::DorisConnection;
 use crate::metrics::{Metric, MetricSource};
 use crate::pipeline::{BuildContext, ByteSize, Checked, Duration, PipelineFile, SinkConfig};
-use crate::runtime::{Committer, SchemaChange, Sink, SinkWriter, TableId, WriterContext};
+use crate::runtime::{Alter, Committer, SchemaChange, Sink, SinkWriter, TableId, WriterContext};
 use committer::DorisCommitter;
 use writer::{DorisWriter, SinkMetrics, SinkSettings, from_doris};
 
@@ -44,6 +44,20 @@ pub struct DorisSink {
     /// `table_properties.replication_num = "1"`.
     #[serde(default)]
     pub table_properties: BTreeMap<String, String>,
+    /// Buckets of the tables the sink creates (the connector's `table-buckets`):
+    /// `"orders:10,logs_.*:4"`, exact names first, then patterns in order; else `BUCKETS AUTO`.
+    pub table_buckets: Option<String>,
+    /// Auto range partitions of the tables the sink creates (`table-partitions`):
+    /// `"orders:created_at:day"`.
+    pub table_partitions: Option<String>,
+    /// Source tables whose rows go to one table (the connector's `--multi-to-one-origin` /
+    /// `--multi-to-one-target`): `[[sink.route]] origin = "order_\\d+"`, `target = "orders"`; the
+    /// first whose `origin` matches the whole source table name wins.
+    #[serde(default)]
+    pub route: Vec<Route>,
+    /// `schema_change.*`: how schema changes reach the tables.
+    #[serde(default)]
+    pub schema_change: SchemaChangeOptions,
     /// Label prefix; defaults to a stable id of the pipeline.
     pub label_prefix: Option<String>,
     /// Exactly-once through two-phase commit tied to checkpoints (default true).
@@ -80,6 +94,29 @@ pub struct DorisSink {
     /// least recently written.
     #[serde(default = "default_max_open_loads")]
     pub max_open_loads: u32,
+}
+
+/// `[[sink.route]]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    pub origin: String,
+    pub target: String,
+}
+
+/// `schema_change.*`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaChangeOptions {
+    /// `debezium_structure` (default) or `sql_parser` (the connector's `--schema-change-mode`).
+    #[serde(default)]
+    pub mode: schema::Mode,
+    /// `exception`, `evolve` (default), `try_evolve`, `lenient` or `ignore`.
+    #[serde(default)]
+    pub behavior: schema::Behavior,
+    /// Truncate the Doris table when the source table is truncated (default false).
+    #[serde(default)]
+    pub truncate: bool,
 }
 
 fn default_max_open_loads() -> u32 {
@@ -216,6 +253,8 @@ impl SinkConfig for DorisSink {
             return Err(("sink.max_open_loads".into(), "must be at least 1".into()));
         }
         SinkSettings::new(self, "sluice", std::time::Duration::from_secs(1))?;
+        self.rules()?;
+        self.names()?;
         Ok(())
     }
 
@@ -238,13 +277,43 @@ impl SinkConfig for DorisSink {
             metrics,
             committer,
             claims: self.table.clone(),
-            table_properties: self.table_properties.clone(),
-            database: self.database.clone().map(|database| TableNames {
-                database,
-                prefix: self.table_prefix.clone(),
-                suffix: self.table_suffix.clone(),
-            }),
+            rules: Arc::new(self.rules().map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?),
+            database: self.names().map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?,
         }))
+    }
+}
+
+impl DorisSink {
+    fn rules(&self) -> Result<schema::TableRules, (String, String)> {
+        let buckets = self.table_buckets.as_deref().map(schema::TableRules::parse_buckets).transpose();
+        let partitions = self.table_partitions.as_deref().map(schema::TableRules::parse_partitions).transpose();
+        Ok(schema::TableRules {
+            properties: self.table_properties.clone(),
+            buckets: buckets.map_err(|m| ("sink.table_buckets".to_string(), m))?.unwrap_or_default(),
+            partitions: partitions.map_err(|m| ("sink.table_partitions".to_string(), m))?.unwrap_or_default(),
+            mode: self.schema_change.mode,
+            behavior: self.schema_change.behavior,
+            truncate: self.schema_change.truncate,
+        })
+    }
+
+    fn names(&self) -> Result<Option<TableNames>, (String, String)> {
+        let Some(database) = self.database.clone() else {
+            if !self.route.is_empty() {
+                return Err(("sink.route".into(), "needs `database` (routes name tables of that database)".into()));
+            }
+            return Ok(None);
+        };
+        let routes = self
+            .route
+            .iter()
+            .map(|r| {
+                let re = regex::Regex::new(&format!("^(?:{})$", r.origin))
+                    .map_err(|e| ("sink.route.origin".to_string(), format!("{:?} is not a regex: {e}", r.origin)))?;
+                Ok((re, r.target.clone()))
+            })
+            .collect::<Result<Vec<_>, (String, String)>>()?;
+        Ok(Some(TableNames { database, prefix: self.table_prefix.clone(), suffix: self.table_suffix.clone(), routes }))
     }
 }
 
@@ -259,23 +328,28 @@ struct DorisTarget {
     claims: Option<String>,
     /// With `database`: where each source table goes.
     database: Option<TableNames>,
-    /// Properties of the tables it creates.
-    table_properties: BTreeMap<String, String>,
+    /// How it creates and changes tables.
+    rules: Arc<schema::TableRules>,
 }
 
-/// `database`, `table_prefix`, `table_suffix`: the target of each source table.
+/// `database`, `table_prefix`, `table_suffix`, `route`: the target of each source table.
 #[derive(Debug, Clone)]
 struct TableNames {
     database: String,
     prefix: String,
     suffix: String,
+    routes: Vec<(regex::Regex, String)>,
 }
 
 impl TableNames {
-    /// `database.<prefix><name><suffix>` for the source table `db.name` (or `name`).
+    /// `database.<target>` of the first route whose origin matches the source table `db.name`
+    /// (or `name`), else `database.<prefix><name><suffix>`.
     fn of(&self, table: &TableId) -> String {
         let name = table.as_str().rsplit_once('.').map_or(table.as_str(), |(_, n)| n);
-        format!("{}.{}{name}{}", self.database, self.prefix, self.suffix)
+        match self.routes.iter().find(|(re, _)| re.is_match(name)) {
+            Some((_, target)) => format!("{}.{target}", self.database),
+            None => format!("{}.{}{name}{}", self.database, self.prefix, self.suffix),
+        }
     }
 }
 
@@ -335,7 +409,8 @@ impl Sink for DorisTarget {
             writer: w,
             conn: self.conn.clone(),
             names: self.database.clone(),
-            table_properties: self.table_properties.clone(),
+            rules: self.rules.clone(),
+            leave_out: HashMap::new(),
         }))
     }
 
@@ -394,7 +469,10 @@ struct DorisSinkWriter {
     writer: DorisWriter,
     conn: Arc<DorisConnection>,
     names: Option<TableNames>,
-    table_properties: BTreeMap<String, String>,
+    rules: Arc<schema::TableRules>,
+    /// Per source table: columns its rows carry that its Doris table lacks, left out of the
+    /// load (only where `schema_change.behavior` lets a change go unapplied).
+    leave_out: HashMap<TableId, Vec<String>>,
 }
 
 impl DorisSinkWriter {
@@ -410,31 +488,86 @@ impl DorisSinkWriter {
 #[async_trait]
 impl SinkWriter for DorisSinkWriter {
     async fn write(&mut self, table: &TableId, batch: &Batch) -> anyhow::Result<()> {
+        let projected;
+        let batch = match self.leave_out.get(table) {
+            Some(gone) => {
+                let keep: Vec<usize> = (0..batch.data.num_columns())
+                    .filter(|&i| !gone.contains(batch.data.schema().field(i).name()))
+                    .collect();
+                projected = Batch { data: batch.data.project(&keep)?, ..batch.clone() };
+                &projected
+            }
+            None => batch,
+        };
         match &self.names {
             Some(names) if batch.table.is_none() => self.writer.write(&batch.clone().with_table(names.of(table))).await,
             _ => self.writer.write(batch).await,
         }
     }
 
-    /// Create the table when it does not exist, else add and drop columns to match; the open
-    /// load of the table is ended first, so no load spans the change.
+    /// Create the table when it does not exist, else check it (a table's first schema) or
+    /// change it as the change says; the open load of the table is ended first, so no load
+    /// spans the change.
     async fn schema_change(&mut self, change: &SchemaChange) -> anyhow::Result<()> {
         let target = self.target(&change.table);
         let (db, table) = target.split_once('.').context("the sink's table is `db.table`")?;
         self.writer.before_schema_change(&target).await?;
         let client = &self.conn.client;
         let statements = match client.table_info(db, table).await {
-            Ok(info) => schema::alter_table(db, table, &info.columns, change)?,
-            Err(crate::doris::DorisError::Table { .. }) => {
-                vec![schema::create_table(db, table, change, &self.table_properties)?]
+            Ok(info) if !change.is_change() || change.alter == [Alter::CreateTable] => {
+                if let Some(why) = schema::mismatch(&target, &info, change) {
+                    if !self.rules.behavior.tolerates_missing_columns() {
+                        anyhow::bail!(why);
+                    }
+                    tracing::warn!("{why}");
+                }
+                Vec::new()
             }
+            Ok(info) => {
+                let r = &self.rules;
+                schema::alter_table(db, table, &info.columns, change, r.mode, r.behavior, r.truncate)?
+            }
+            Err(crate::doris::DorisError::Table { .. }) => vec![schema::create_table(db, table, change, &self.rules)?],
             Err(e) => return Err(from_doris(e)),
         };
+        let ddl = change.ddl.as_deref().map(|d| format!(" for `{d}`")).unwrap_or_default();
         for stmt in statements {
             tracing::info!(table = %target, "schema change of `{}`: {stmt}", change.table);
-            client.query(db, &stmt).await.with_context(|| format!("`{target}`: {stmt}"))?;
+            match client.query(db, &stmt).await {
+                Ok(_) => {}
+                // A change replayed after a crash may be in place already.
+                Err(e) if e.to_string().contains("Nothing is changed") => {}
+                Err(e) if self.rules.behavior == schema::Behavior::TryEvolve => {
+                    tracing::warn!("`{target}`: Doris refused `{stmt}`{ddl}: {e}; going on (try_evolve)")
+                }
+                Err(e) => anyhow::bail!(
+                    "`{target}`: Doris refused `{stmt}`{ddl} of `{}`: {e}; set `schema_change.behavior = \"try_evolve\"` to go on without it",
+                    change.table
+                ),
+            }
         }
-        self.writer.after_schema_change(&target).await
+        self.writer.after_schema_change(&target).await?;
+        if self.rules.behavior.tolerates_missing_columns() {
+            let info = client.table_info(db, table).await.map_err(from_doris)?;
+            let gone: Vec<String> = change
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .filter(|n| !info.columns.iter().any(|c| c.eq_ignore_ascii_case(n)))
+                .collect();
+            if gone.is_empty() {
+                self.leave_out.remove(&change.table);
+            } else {
+                tracing::warn!(
+                    "`{target}` has no column {}: rows of `{}` are loaded without them",
+                    gone.join(", "),
+                    change.table
+                );
+                self.leave_out.insert(change.table.clone(), gone);
+            }
+        }
+        Ok(())
     }
 
     async fn prepare_commit(&mut self, _checkpoint: u64) -> anyhow::Result<serde_json::Value> {

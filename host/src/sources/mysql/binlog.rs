@@ -11,8 +11,9 @@ use mysql_async::binlog::value::BinlogValue;
 use serde::{Deserialize, Serialize};
 use sluice_guest::batch::{BatchBuilder, RowKind, Value, format_datetime_micros};
 
-use super::Table;
-use crate::runtime::{Event, Restartable};
+use super::ddl::{self, Ddl, Shape};
+use super::{Scope, Table};
+use crate::runtime::{Alter, Event, Restartable, SchemaChange};
 
 /// A binlog position: the file and the offset of the next event to read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,8 +40,11 @@ pub async fn current(conn: &mut mysql_async::Conn) -> anyhow::Result<BinlogPosit
 /// An open binlog stream and the changes of the transaction being read.
 pub struct Follower {
     stream: mysql_async::BinlogStream,
-    tables: Arc<Vec<Table>>,
+    /// The tables followed, with their columns as of the position read; a table created in the
+    /// stream is added.
+    tables: Vec<Table>,
     by_name: HashMap<String, usize>,
+    scope: Arc<Scope>,
     /// The file of the events being read.
     file: String,
     /// Rows of the open transaction, per table: kind and values as text.
@@ -56,7 +60,8 @@ impl Follower {
         pool: &mysql_async::Pool,
         server_id: u32,
         at: &BinlogPosition,
-        tables: Arc<Vec<Table>>,
+        tables: Vec<Table>,
+        scope: Arc<Scope>,
     ) -> anyhow::Result<Follower> {
         let conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
         let request =
@@ -73,11 +78,12 @@ impl Follower {
                 Restartable::error(format!("opening the binlog at {}:{}: {text}", at.file, at.pos))
             }
         })?;
-        let by_name = tables.iter().enumerate().map(|(i, t)| (format!("{}.{}", t.db, t.name), i)).collect();
+        let by_name = tables.iter().enumerate().map(|(i, t)| (key(&(t.db.clone(), t.name.clone())), i)).collect();
         Ok(Follower {
             stream,
             tables,
             by_name,
+            scope,
             file: at.file.clone(),
             open: Vec::new(),
             ready: VecDeque::new(),
@@ -110,8 +116,14 @@ impl Follower {
                 }
                 Some(EventData::RowsEvent(rows)) => self.rows(&rows)?,
                 Some(EventData::XidEvent(_)) => self.commit(end)?,
-                Some(EventData::QueryEvent(q)) if q.query().trim().eq_ignore_ascii_case("COMMIT") => {
-                    self.commit(end)?
+                Some(EventData::QueryEvent(q)) => {
+                    let sql = q.query();
+                    let sql = sql.trim();
+                    if sql.eq_ignore_ascii_case("COMMIT") {
+                        self.commit(end)?;
+                    } else if !sql.eq_ignore_ascii_case("BEGIN") {
+                        self.ddl(&q.schema(), sql, end);
+                    }
                 }
                 _ => {}
             }
@@ -121,9 +133,18 @@ impl Follower {
     /// Keep the rows of a row event of one of the source's tables.
     fn rows(&mut self, rows: &RowsEventData<'_>) -> anyhow::Result<()> {
         let Some(tme) = self.stream.get_tme(rows.table_id()) else { return Ok(()) };
-        let name = format!("{}.{}", tme.database_name(), tme.table_name());
+        let name = key(&(tme.database_name().into_owned(), tme.table_name().into_owned()));
         let Some(&index) = self.by_name.get(&name) else { return Ok(()) };
         let table = &self.tables[index];
+        if tme.columns_count() as usize != table.columns.len() {
+            anyhow::bail!(
+                "`{}`: the binlog's rows have {} columns where Sluice knows {} ({}): the table changed by a statement Sluice did not follow; start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`",
+                table.id,
+                tme.columns_count(),
+                table.columns.len(),
+                table.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
         let key: Vec<usize> =
             table.primary_key.iter().filter_map(|k| table.columns.iter().position(|c| &c.name == k)).collect();
         for row in rows.rows(tme) {
@@ -149,6 +170,99 @@ impl Follower {
             }
         }
         Ok(())
+    }
+
+    /// The tables followed, as a position keeps them.
+    pub fn defs(&self) -> Vec<super::TableDef> {
+        let mut defs: Vec<super::TableDef> = self.by_name.values().map(|&i| self.tables[i].def()).collect();
+        defs.sort_by(|a, b| a.name.cmp(&b.name));
+        defs
+    }
+
+    /// A statement of database `db` that is not a transaction's: its changes to the tables
+    /// followed become schema changes, handed out with the position after it.
+    fn ddl(&mut self, db: &str, sql: &str, end: u64) {
+        let mut changes = Vec::new();
+        for statement in ddl::parse(db, sql) {
+            let change = |t: &Table, alter: Vec<Alter>| SchemaChange {
+                table: t.id.clone(),
+                schema: t.schema.clone(),
+                primary_key: t.primary_key.clone(),
+                ddl: Some(sql.to_string()),
+                alter,
+            };
+            let unsupported = |reason: String| vec![Alter::Unsupported { reason }];
+            match statement {
+                Ddl::Alter { table, ops } => {
+                    let Some(&i) = self.by_name.get(&key(&table)) else { continue };
+                    let t = &self.tables[i];
+                    let (mut columns, mut primary_key) = (t.columns.clone(), t.primary_key.clone());
+                    let doris = |c: &super::MysqlColumn| c.doris_type().map(|t| t.to_string()).unwrap_or_default();
+                    let shape = Shape { columns: &mut columns, primary_key: &mut primary_key };
+                    let alter = match ddl::apply(shape, &ops, doris) {
+                        Ok(alter) if alter.is_empty() => continue,
+                        Ok(alter) => match Table::new(&t.db, &t.name, columns, primary_key) {
+                            Ok(next) => {
+                                self.tables[i] = next;
+                                alter
+                            }
+                            Err(e) => unsupported(e.to_string()),
+                        },
+                        Err(reason) => unsupported(reason),
+                    };
+                    changes.push(change(&self.tables[i], alter));
+                }
+                Ddl::Create { table, columns, primary_key } => {
+                    if self.by_name.contains_key(&key(&table)) || !self.scope.covers(&table.0, &table.1) {
+                        continue;
+                    }
+                    let columns = columns.into_iter().map(|c| c.column).collect();
+                    match Table::new(&table.0, &table.1, columns, primary_key) {
+                        Ok(t) => {
+                            self.by_name.insert(key(&table), self.tables.len());
+                            changes.push(change(&t, vec![Alter::CreateTable]));
+                            self.tables.push(t);
+                        }
+                        Err(e) => tracing::warn!("`{}.{}` is created but cannot be followed: {e}", table.0, table.1),
+                    }
+                }
+                Ddl::Truncate(table) => {
+                    if let Some(&i) = self.by_name.get(&key(&table)) {
+                        changes.push(change(&self.tables[i], vec![Alter::Truncate]));
+                    }
+                }
+                Ddl::Drop(table) => {
+                    if self.by_name.remove(&key(&table)).is_some() {
+                        tracing::warn!("`{}.{}` was dropped; its Doris table is kept", table.0, table.1);
+                    }
+                }
+                Ddl::Rename { from, to } => {
+                    if let Some(i) = self.by_name.remove(&key(&from)) {
+                        let reason =
+                            format!("the table was renamed to `{}.{}`, which Sluice does not follow", to.0, to.1);
+                        changes.push(change(&self.tables[i], unsupported(reason)));
+                    }
+                }
+                Ddl::Unreadable { table, reason } => {
+                    let followed = self.by_name.get(&key(&table)).map(|&i| &self.tables[i]);
+                    if let Some(t) = followed {
+                        changes.push(change(t, unsupported(format!("the statement could not be read: {reason}"))));
+                    } else if self.scope.covers(&table.0, &table.1)
+                        && sql.trim_start().to_ascii_uppercase().starts_with("CREATE")
+                    {
+                        tracing::warn!(
+                            "`{}.{}` is created by a statement Sluice cannot read ({reason}): it is not followed",
+                            table.0,
+                            table.1
+                        );
+                    }
+                }
+            }
+        }
+        if !changes.is_empty() {
+            self.ready.extend(changes.into_iter().map(Event::SchemaChange));
+            self.committed = Some(BinlogPosition { file: self.file.clone(), pos: end });
+        }
     }
 
     /// The transaction is committed: its rows become batches (one per run of a table), handed out
@@ -183,6 +297,11 @@ impl Follower {
     }
 }
 
+/// How the follower knows a table: `db.table`.
+fn key(table: &ddl::Name) -> String {
+    format!("{}.{}", table.0, table.1)
+}
+
 /// A binlog value as the text the snapshot reads for the same column.
 fn value_text(table: &Table, column: usize, value: Option<&BinlogValue<'_>>) -> anyhow::Result<Option<String>> {
     use mysql_async::Value as V;
@@ -210,6 +329,18 @@ fn value_text(table: &Table, column: usize, value: Option<&BinlogValue<'_>>) -> 
             Some(format_datetime_micros(secs * 1_000_000 + micros))
         }
         V::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        // The binlog carries an unsigned column's bits as a signed number of its width.
+        V::Int(i) if *i < 0 && t.contains("unsigned") => {
+            let bits = match t.split(['(', ' ']).next().unwrap_or_default() {
+                "tinyint" => 8,
+                "smallint" => 16,
+                "mediumint" => 24,
+                "int" | "integer" => 32,
+                _ => 64,
+            };
+            let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            Some(((*i as u64) & mask).to_string())
+        }
         V::Int(i) => Some(i.to_string()),
         V::UInt(u) => Some(u.to_string()),
         V::Float(f) => Some(f.to_string()),

@@ -16,9 +16,10 @@
 //! without the binlog, rows changed while the snapshot runs may be read before or after the change.
 
 mod binlog;
+mod ddl;
 pub mod types;
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -153,7 +154,8 @@ impl SourceConfig for MysqlSource {
         let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
         let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
         let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let tables = discover(&pool, &self.database, &include, exclude.as_ref())
+        let scope = Arc::new(Scope { db: self.database.clone(), include, exclude });
+        let tables = discover(&pool, &scope)
             .await
             .with_context(|| format!("reading the tables of `{}` at {}", self.database, server.host))?;
         if tables.is_empty() {
@@ -166,6 +168,7 @@ impl SourceConfig for MysqlSource {
         }
         Ok(Arc::new(MysqlTables {
             pool,
+            scope,
             tables: Arc::new(tables),
             chunk_size: self.chunk_size,
             mode: self.scan.startup.mode.clone(),
@@ -174,8 +177,23 @@ impl SourceConfig for MysqlSource {
     }
 }
 
-/// A source table: its columns, key and Arrow schema.
+/// The tables a source follows: those of `db` whose names `include` matches and `exclude` does
+/// not (whole names).
 #[derive(Debug)]
+struct Scope {
+    db: String,
+    include: regex::Regex,
+    exclude: Option<regex::Regex>,
+}
+
+impl Scope {
+    fn covers(&self, db: &str, name: &str) -> bool {
+        db == self.db && self.include.is_match(name) && !self.exclude.as_ref().is_some_and(|x| x.is_match(name))
+    }
+}
+
+/// A source table: its columns, key and Arrow schema.
+#[derive(Debug, Clone)]
 struct Table {
     id: TableId,
     db: String,
@@ -185,7 +203,50 @@ struct Table {
     schema: SchemaRef,
 }
 
+/// A table as a position keeps it: what [`Table::new`] builds it from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDef {
+    pub db: String,
+    pub name: String,
+    pub columns: Vec<MysqlColumn>,
+    pub primary_key: Vec<String>,
+}
+
 impl Table {
+    fn new(db: &str, name: &str, columns: Vec<MysqlColumn>, primary_key: Vec<String>) -> anyhow::Result<Table> {
+        let defs = columns
+            .iter()
+            .map(|c| Ok(ColumnDef::new(&c.name, c.doris_type()?, c.nullable)))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| anyhow::anyhow!("table `{db}.{name}`: {e}"))?;
+        Ok(Table {
+            id: TableId::new(format!("{db}.{name}")),
+            db: db.to_string(),
+            name: name.to_string(),
+            columns,
+            primary_key,
+            schema: arrow_schema(&defs),
+        })
+    }
+
+    fn from_def(def: &TableDef) -> anyhow::Result<Table> {
+        Table::new(&def.db, &def.name, def.columns.clone(), def.primary_key.clone())
+    }
+
+    fn def(&self) -> TableDef {
+        TableDef {
+            db: self.db.clone(),
+            name: self.name.clone(),
+            columns: self.columns.clone(),
+            primary_key: self.primary_key.clone(),
+        }
+    }
+
+    /// The table's schema, as a sink learns it.
+    fn announce(&self) -> SchemaChange {
+        SchemaChange::announce(&self.id, self.schema.clone(), self.primary_key.clone())
+    }
+
     fn quoted(&self) -> String {
         format!("`{}`.`{}`", self.db.replace('`', "``"), self.name.replace('`', "``"))
     }
@@ -195,16 +256,15 @@ impl Table {
         let [key] = self.primary_key.as_slice() else { return None };
         let column = self.columns.iter().find(|c| &c.name == key)?;
         let t = column.column_type.to_ascii_lowercase();
-        ["tinyint", "smallint", "mediumint", "int", "bigint"].iter().any(|i| t.starts_with(i)).then_some(key.as_str())
+        // An unsigned BIGINT may not fit the signed cursor: such a table is read as one chunk.
+        let fits = !(t.starts_with("bigint") && t.contains("unsigned"));
+        (fits && ["tinyint", "smallint", "mediumint", "int", "bigint"].iter().any(|i| t.starts_with(i)))
+            .then_some(key.as_str())
     }
 }
 
-async fn discover(
-    pool: &mysql_async::Pool,
-    db: &str,
-    include: &regex::Regex,
-    exclude: Option<&regex::Regex>,
-) -> anyhow::Result<Vec<Table>> {
+async fn discover(pool: &mysql_async::Pool, scope: &Scope) -> anyhow::Result<Vec<Table>> {
+    let db = scope.db.as_str();
     let mut conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
     let names: Vec<String> = conn
         .exec(
@@ -213,7 +273,7 @@ async fn discover(
         )
         .await?;
     let mut tables = Vec::new();
-    for name in names.into_iter().filter(|n| include.is_match(n) && !exclude.is_some_and(|x| x.is_match(n))) {
+    for name in names.into_iter().filter(|n| scope.covers(db, n)) {
         let rows: Vec<(String, String, String)> = conn
             .exec(
                 "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
@@ -230,19 +290,7 @@ async fn discover(
                 (db, &name),
             )
             .await?;
-        let defs = columns
-            .iter()
-            .map(|c| Ok(ColumnDef::new(&c.name, c.doris_type()?, c.nullable)))
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|e| anyhow::anyhow!("table `{db}.{name}`: {e}"))?;
-        tables.push(Table {
-            id: TableId::new(format!("{db}.{name}")),
-            db: db.to_string(),
-            name,
-            columns,
-            primary_key,
-            schema: arrow_schema(&defs),
-        });
+        tables.push(Table::new(db, &name, columns, primary_key)?);
     }
     Ok(tables)
 }
@@ -250,6 +298,7 @@ async fn discover(
 /// A MySQL source, built: the pool and the tables.
 struct MysqlTables {
     pool: mysql_async::Pool,
+    scope: Arc<Scope>,
     tables: Arc<Vec<Table>>,
     chunk_size: u64,
     /// `scan.startup.mode`.
@@ -297,7 +346,7 @@ impl Source for MysqlTables {
         let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
         let mut chunks = Vec::new();
         for (i, t) in self.tables.iter().enumerate() {
-            if self.mode == "latest-offset" {
+            if self.mode == "latest-offset" || snapshot_done {
                 break;
             }
             let Some(key) = t.integer_key() else {
@@ -305,8 +354,10 @@ impl Source for MysqlTables {
                 continue;
             };
             let sql = format!("SELECT MIN(`{key}`), MAX(`{key}`) FROM {}", t.quoted());
-            let bounds: Option<(Option<i64>, Option<i64>)> = conn.query_first(sql).await?;
-            let (Some(lo), Some(hi)) = bounds.unwrap_or((None, None)) else {
+            let bounds: Option<(Option<String>, Option<String>)> = conn.query_first(sql).await?;
+            let number = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok());
+            let (lo, hi) = bounds.map(|(lo, hi)| (number(lo), number(hi))).unwrap_or((None, None));
+            let (Some(lo), Some(hi)) = (lo, hi) else {
                 chunks.push(Chunk { table: i, range: Some((i64::MIN, None)) });
                 continue;
             };
@@ -323,6 +374,7 @@ impl Source for MysqlTables {
         }
         Ok(Box::new(Chunks {
             pool: self.pool.clone(),
+            scope: self.scope.clone(),
             tables: self.tables.clone(),
             chunks,
             readers: restored.len(),
@@ -342,6 +394,7 @@ impl Source for MysqlTables {
 /// The chunks of a run, dealt to the readers round robin.
 struct Chunks {
     pool: mysql_async::Pool,
+    scope: Arc<Scope>,
     tables: Arc<Vec<Table>>,
     chunks: Vec<Chunk>,
     readers: usize,
@@ -371,6 +424,10 @@ pub struct ChunkPosition {
     /// start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binlog: Option<BinlogPosition>,
+    /// Worker 0, once a statement in the binlog changed a table: every table followed, with its
+    /// columns as of `binlog` (the rows after it are read with these).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<Vec<TableDef>>,
 }
 
 impl Position for ChunkPosition {}
@@ -413,14 +470,17 @@ impl SplitEnumerator for Chunks {
         }
         let resumes = chunks.front().is_some_and(|c| Some(key(c)) == position.table.clone().zip(position.start));
         let binlog = if worker == 0 { position.binlog.clone().or_else(|| self.binlog_start.clone()) } else { None };
+        let tables = if worker == 0 { position.tables.clone() } else { None };
         let mut position = if resumes || position.done { position } else { ChunkPosition::default() };
         position.binlog = binlog;
+        position.tables = tables;
         Ok(Box::new(ChunkReader {
             pool: self.pool.clone(),
+            scope: self.scope.clone(),
             tables: self.tables.clone(),
             chunks,
             position,
-            announced: vec![false; self.tables.len()],
+            announced: HashSet::new(),
             server_id: self.server_id,
             gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
             follower: None,
@@ -431,12 +491,13 @@ impl SplitEnumerator for Chunks {
 /// Worker `w`'s chunks, page by page.
 struct ChunkReader {
     pool: mysql_async::Pool,
+    scope: Arc<Scope>,
     tables: Arc<Vec<Table>>,
     /// Chunks still to read, the current one first.
     chunks: VecDeque<Chunk>,
     position: ChunkPosition,
     /// Tables whose schema this run has sent.
-    announced: Vec<bool>,
+    announced: HashSet<TableId>,
     server_id: u32,
     /// See [`Chunks::gate`].
     gate: Option<watch::Receiver<bool>>,
@@ -448,16 +509,15 @@ impl ChunkReader {
     async fn follow(&mut self) -> anyhow::Result<Option<Event>> {
         let Some(at) = self.position.binlog.clone() else { return Ok(None) };
         if self.follower.is_none() {
-            for (i, t) in self.tables.iter().enumerate() {
-                if !self.announced[i] {
-                    self.announced[i] = true;
-                    return Ok(Some(Event::SchemaChange(SchemaChange {
-                        table: t.id.clone(),
-                        schema: t.schema.clone(),
-                        primary_key: t.primary_key.clone(),
-                        ddl: None,
-                    })));
-                }
+            // The tables as of the binlog position: as a statement in the binlog left them, or as
+            // found at the start.
+            let tables = match &self.position.tables {
+                Some(defs) => defs.iter().map(Table::from_def).collect::<anyhow::Result<Vec<_>>>()?,
+                None => self.tables.to_vec(),
+            };
+            if let Some(t) = tables.iter().find(|t| !self.announced.contains(&t.id)) {
+                self.announced.insert(t.id.clone());
+                return Ok(Some(Event::SchemaChange(t.announce())));
             }
             if let Some(mut gate) = self.gate.take() {
                 tracing::debug!("waiting for every worker's part of the snapshot to be checkpointed");
@@ -465,12 +525,15 @@ impl ChunkReader {
                     return Ok(None);
                 }
             }
-            self.follower = Some(Follower::open(&self.pool, self.server_id, &at, self.tables.clone()).await?);
+            self.follower = Some(Follower::open(&self.pool, self.server_id, &at, tables, self.scope.clone()).await?);
         }
         let follower = self.follower.as_mut().expect("opened above");
         let (event, after) = follower.next().await?;
         if let Some(after) = after {
             self.position.binlog = Some(after);
+            if matches!(event, Event::SchemaChange(_)) {
+                self.position.tables = Some(follower.defs());
+            }
         }
         Ok(Some(event))
     }
@@ -504,8 +567,8 @@ impl ChunkReader {
 impl SourceReader for ChunkReader {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         let Some(chunk) = self.chunks.front().cloned() else {
-            let binlog = self.position.binlog.take();
-            self.position = ChunkPosition { done: true, binlog, ..ChunkPosition::default() };
+            let (binlog, tables) = (self.position.binlog.take(), self.position.tables.take());
+            self.position = ChunkPosition { done: true, binlog, tables, ..ChunkPosition::default() };
             return self.follow().await;
         };
         let t = &self.tables[chunk.table];
@@ -513,14 +576,9 @@ impl SourceReader for ChunkReader {
             self.position.table = Some(t.name.clone());
             self.position.start = Some(chunk.start());
         }
-        if !self.announced[chunk.table] {
-            self.announced[chunk.table] = true;
-            return Ok(Some(Event::SchemaChange(SchemaChange {
-                table: t.id.clone(),
-                schema: t.schema.clone(),
-                primary_key: t.primary_key.clone(),
-                ddl: None,
-            })));
+        if !self.announced.contains(&t.id) {
+            self.announced.insert(t.id.clone());
+            return Ok(Some(Event::SchemaChange(t.announce())));
         }
         let sql = self.page(t, &chunk);
         let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
@@ -554,6 +612,7 @@ impl SourceReader for ChunkReader {
                 table: next.as_ref().map(|n| n.0.clone()),
                 start: next.map(|n| n.1),
                 binlog: self.position.binlog.take(),
+                tables: self.position.tables.take(),
                 ..ChunkPosition::default()
             };
         } else {

@@ -4,8 +4,8 @@
 
 use sluice_guest::types::DorisType;
 
-/// A column of a source table, from `information_schema.columns`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A column of a source table, from `information_schema.columns` or a DDL statement.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MysqlColumn {
     pub name: String,
     /// `COLUMN_TYPE`, e.g. `int(10) unsigned`, `varchar(32)`, `decimal(38,10)`, `datetime(6)`.
