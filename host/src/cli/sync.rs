@@ -44,6 +44,28 @@ pub struct SyncArgs {
     /// `-Dparallelism.default=1`.
     #[arg(short = 'D', value_name = "KEY=VALUE")]
     flink: Vec<String>,
+    /// Source tables routed to one Doris table: regexes, `|` separated, matched against the
+    /// whole table name, with `--multi-to-one-target`.
+    #[arg(long)]
+    multi_to_one_origin: Option<String>,
+    /// The Doris tables of `--multi-to-one-origin`, `|` separated, one per pattern.
+    #[arg(long)]
+    multi_to_one_target: Option<String>,
+    /// How DDL becomes Doris DDL: `debezium_structure` (default) or `sql_parser`.
+    #[arg(long, value_parser = ["debezium_structure", "sql_parser"])]
+    schema_change_mode: Option<String>,
+    /// Create the Doris tables and stop.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "IGNORED")]
+    create_table_only: Option<String>,
+    /// Accepted for the connector's sake: Sluice always writes every table through one sink.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "IGNORED")]
+    single_sink: Option<String>,
+    /// Accepted for the connector's sake: Sluice never puts a column's default in for a NULL.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "IGNORED")]
+    ignore_default_value: Option<String>,
+    /// Removed from the connector (its new schema change is the only one); ignored.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "IGNORED", hide = true)]
+    use_new_schema_change: Option<String>,
     /// Print the equivalent pipeline file (secrets as `password_env`) instead of running it.
     #[arg(long)]
     print_pipeline: bool,
@@ -73,6 +95,10 @@ const MYSQL_KEYS: &[&str] = &[
     "server-id",
     "server-time-zone",
     "scan.startup.mode",
+    "scan.startup.specific-offset.file",
+    "scan.startup.specific-offset.pos",
+    "scan.startup.specific-offset.gtid-set",
+    "scan.startup.timestamp-millis",
     "scan.incremental.snapshot.chunk.size",
 ];
 const SINK_KEYS: &[&str] =
@@ -88,7 +114,9 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
     let mut source = toml::Table::new();
     source.insert("type".into(), "mysql".into());
     source.insert("connection".into(), "source".into());
-    let mut startup = "initial".to_string();
+    let mut start = toml::Table::new();
+    start.insert("mode".into(), "initial".into());
+    let mut offset = toml::Table::new();
     for (k, v) in pairs("--mysql-conf", &args.mysql_conf)? {
         match k.as_str() {
             "hostname" => drop(mysql.insert("host".into(), v.into())),
@@ -113,7 +141,17 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
             "server-time-zone" => {
                 bail!("--mysql-conf server-time-zone={v}: only UTC is supported (TIMESTAMP values are read as UTC)")
             }
-            "scan.startup.mode" => startup = v,
+            "scan.startup.mode" => drop(start.insert("mode".into(), v.into())),
+            "scan.startup.specific-offset.file" => drop(offset.insert("file".into(), v.into())),
+            "scan.startup.specific-offset.pos" => drop(offset.insert(
+                "pos".into(),
+                Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected a number"))?),
+            )),
+            "scan.startup.specific-offset.gtid-set" => drop(offset.insert("gtid_set".into(), v.into())),
+            "scan.startup.timestamp-millis" => drop(start.insert(
+                "timestamp_millis".into(),
+                Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected milliseconds"))?),
+            )),
             "scan.incremental.snapshot.chunk.size" => drop(source.insert(
                 "chunk_size".into(),
                 Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected a number"))?),
@@ -130,9 +168,13 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
         bail!("--mysql-conf database-name=…: required (the MySQL database to sync)");
     }
     let mut scan = toml::Table::new();
-    let mut start = toml::Table::new();
-    start.insert("mode".into(), startup.into());
+    if !offset.is_empty() {
+        start.insert("specific_offset".into(), Value::Table(offset));
+    }
     scan.insert("startup".into(), Value::Table(start));
+    if args.create_table_only.is_some() {
+        source.insert("schema_only".into(), Value::Boolean(true));
+    }
     source.insert("scan".into(), Value::Table(scan));
     if let Some(t) = &args.including_tables {
         source.insert("include".into(), t.clone().into());
@@ -175,8 +217,43 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
     if !properties.is_empty() {
         sink.insert("properties".into(), Value::Table(properties));
     }
-    let table_conf: toml::Table =
-        pairs("--table-conf", &args.table_conf)?.into_iter().map(|(k, v)| (k, v.into())).collect();
+    let mut table_conf = toml::Table::new();
+    for (k, v) in pairs("--table-conf", &args.table_conf)? {
+        match k.as_str() {
+            "table-buckets" => drop(sink.insert("table_buckets".into(), v.into())),
+            "table-partitions" => drop(sink.insert("table_partitions".into(), v.into())),
+            "convert-uniq-to-pk" => bail!(
+                "--table-conf convert-uniq-to-pk: not supported; tables without a primary key are created DUPLICATE"
+            ),
+            _ => drop(table_conf.insert(k, v.into())),
+        }
+    }
+    match (&args.multi_to_one_origin, &args.multi_to_one_target) {
+        (Some(origin), Some(target)) => {
+            let (o, t): (Vec<&str>, Vec<&str>) = (origin.split('|').collect(), target.split('|').collect());
+            if o.len() != t.len() {
+                bail!(
+                    "--multi-to-one-origin has {} patterns and --multi-to-one-target {} tables: give one target per pattern",
+                    o.len(),
+                    t.len()
+                );
+            }
+            let routes = o.iter().zip(&t).map(|(o, t)| {
+                let mut r = toml::Table::new();
+                r.insert("origin".into(), o.trim().into());
+                r.insert("target".into(), t.trim().into());
+                Value::Table(r)
+            });
+            sink.insert("route".into(), Value::Array(routes.collect()));
+        }
+        (None, None) => {}
+        _ => bail!("--multi-to-one-origin and --multi-to-one-target go together"),
+    }
+    if let Some(mode) = &args.schema_change_mode {
+        let mut sc = toml::Table::new();
+        sc.insert("mode".into(), mode.clone().into());
+        sink.insert("schema_change".into(), Value::Table(sc));
+    }
     if !table_conf.is_empty() {
         sink.insert("table_properties".into(), Value::Table(table_conf));
     }
@@ -259,6 +336,43 @@ mod tests {
         assert_eq!(sink.table_properties.get("replication_num").map(String::as_str), Some("1"));
         // Running it keeps the passwords given.
         assert!(pipeline(&args(SEED), true).unwrap().contains("password = \"123456\""));
+    }
+
+    #[test]
+    fn routing_schema_change_startup_and_table_flags_reach_the_pipeline() {
+        let line = "--database d --mysql-conf hostname=h --mysql-conf database-name=x --sink-conf fenodes=f:8030 \
+            --multi-to-one-origin order_.*|log_\\d+ --multi-to-one-target orders|logs --schema-change-mode sql_parser \
+            --single-sink --create-table-only --ignore-default-value --use-new-schema-change true \
+            --mysql-conf scan.startup.mode=specific-offset --mysql-conf scan.startup.specific-offset.file=binlog.000003 \
+            --mysql-conf scan.startup.specific-offset.pos=154 --table-conf table-buckets=orders:10,.*:4 \
+            --table-conf table-partitions=orders:at:day --table-conf replication_num=1";
+        let printed = pipeline(&args(line), false).unwrap();
+        let p = crate::pipeline::load_str(std::path::Path::new("p.toml"), &printed).unwrap();
+        let source: &crate::sources::mysql::MysqlSource = p.source[0].config.as_any().downcast_ref().unwrap();
+        assert!(source.schema_only);
+        assert_eq!(source.scan.startup.mode, "specific-offset");
+        let offset = source.scan.startup.specific_offset.as_ref().unwrap();
+        assert_eq!((offset.file.as_deref(), offset.pos), (Some("binlog.000003"), Some(154)));
+        let sink: &crate::sinks::doris::DorisSink = p.sink[0].config.as_any().downcast_ref().unwrap();
+        let routes: Vec<(&str, &str)> = sink.route.iter().map(|r| (r.origin.as_str(), r.target.as_str())).collect();
+        assert_eq!(routes, [("order_.*", "orders"), ("log_\\d+", "logs")]);
+        assert_eq!(sink.schema_change.mode, crate::sinks::doris::schema::Mode::SqlParser);
+        assert_eq!(sink.table_buckets.as_deref(), Some("orders:10,.*:4"));
+        assert_eq!(sink.table_partitions.as_deref(), Some("orders:at:day"));
+        assert_eq!(sink.table_properties.keys().collect::<Vec<_>>(), ["replication_num"]);
+        let e = pipeline(
+            &args(
+                "--database d --mysql-conf hostname=h --mysql-conf database-name=x --sink-conf fenodes=f --multi-to-one-origin a|b --multi-to-one-target c",
+            ),
+            false,
+        );
+        assert!(
+            e.unwrap_err().to_string().starts_with("--multi-to-one-origin has 2 patterns and --multi-to-one-target 1")
+        );
+        let wrong =
+            Cli::try_parse_from(["x", "--database", "d", "--schema-change-mode", "regex"]).err().unwrap().to_string();
+        assert!(wrong.contains("invalid value 'regex' for '--schema-change-mode"), "{wrong}");
+        assert!(wrong.contains("[possible values: debezium_structure, sql_parser]"), "{wrong}");
     }
 
     #[test]

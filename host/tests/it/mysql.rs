@@ -610,3 +610,91 @@ async fn a_ddl_under_exception_stops_the_pipeline_naming_it() {
     );
     assert_eq!(doris.sql("SELECT id FROM ods.t ORDER BY id"), ["1", "2"]);
 }
+
+/// A pipeline of the `app` database of `maria` into Doris database `db`, the source's
+/// `scan.startup` given as TOML lines.
+fn startup_pipeline(dir: &std::path::Path, maria: &MariaDb, doris: &Doris, db: &str, startup: &str) -> PathBuf {
+    let text = format!(
+        "[pipeline]\nname = \"{db}\"\ncheckpoint_interval = \"300ms\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n[doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\n{startup}\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"{db}\"\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = dir.join(format!("{db}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The binlog-only startup modes start where they say, and the checkpoint keeps the GTIDs read;
+/// `schema_only` creates the tables and stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_modes_read_the_binlog_from_where_they_say() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql("CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY, note VARCHAR(8)); INSERT INTO app.t VALUES (1, 'one')");
+    let status = maria.sql("SHOW MASTER STATUS");
+    let fields: Vec<&str> = status[0].split('\t').collect();
+    let (file, pos) = (fields[0].to_string(), fields[1].to_string());
+    let gtid = maria.sql("SELECT @@gtid_binlog_pos")[0].clone();
+    maria.sql("INSERT INTO app.t VALUES (2, 'two')");
+    // Binlog timestamps are whole seconds.
+    std::thread::sleep(Duration::from_millis(1100));
+    let from = maria.sql("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED)")[0].clone();
+    std::thread::sleep(Duration::from_millis(1100));
+    maria.sql("INSERT INTO app.t VALUES (3, 'three'); UPDATE app.t SET note = 'uno' WHERE id = 1");
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("earliest", "scan.startup.mode = \"earliest-offset\"".to_string(), vec!["1\tuno", "2\ttwo", "3\tthree"]),
+        (
+            "by_pos",
+            format!(
+                "scan.startup.mode = \"specific-offset\"\nscan.startup.specific_offset = {{ file = \"{file}\", pos = {pos} }}"
+            ),
+            vec!["1\tuno", "2\ttwo", "3\tthree"],
+        ),
+        (
+            "by_gtid",
+            format!("scan.startup.mode = \"specific-offset\"\nscan.startup.specific_offset.gtid_set = \"{gtid}\""),
+            vec!["1\tuno", "2\ttwo", "3\tthree"],
+        ),
+        (
+            "by_time",
+            format!("scan.startup.mode = \"timestamp\"\nscan.startup.timestamp_millis = {from}"),
+            vec!["1\tuno", "3\tthree"],
+        ),
+    ];
+    for (db, startup, want) in cases {
+        doris.sql(&format!("CREATE DATABASE {db}"));
+        let path = startup_pipeline(dir.path(), &maria, &doris, db, &startup);
+        let (stop, task) = spawn_run(&path);
+        let query = format!("SELECT id, note FROM {db}.t ORDER BY id");
+        let mut got = Vec::new();
+        for _ in 0..300 {
+            got = std::panic::catch_unwind(|| doris.sql(&query)).unwrap_or_default();
+            if got == want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // `by_pos` and `by_gtid` start after row 1's insert: row 1 is there only as updated.
+        assert_eq!(got, want, "{db}");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        stop.send(true).unwrap();
+        let (report, prepared) = task.await.unwrap();
+        report.unwrap_or_else(|e| panic!("{db}: {e:#}"));
+        let cp = prepared.state.checkpoint().unwrap().unwrap();
+        let at = &cp.sources["mysql"][0]["binlog"];
+        assert!(at["gtid"].as_str().is_some_and(|g| g.starts_with("0-1-")), "{db}: {at}");
+    }
+
+    let path =
+        startup_pipeline(dir.path(), &maria, &doris, "shapes", "scan.startup.mode = \"initial\"\nschema_only = true");
+    doris.sql("CREATE DATABASE shapes");
+    let (_stop, task) = spawn_run(&path);
+    let (report, _) = tokio::time::timeout(Duration::from_secs(60), task).await.expect("it stops by itself").unwrap();
+    assert!(report.unwrap().finished);
+    assert_eq!(doris.sql("SHOW TABLES FROM shapes"), ["t"]);
+    assert!(doris.sql("SELECT id FROM shapes.t").is_empty());
+}

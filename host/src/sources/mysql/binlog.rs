@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use anyhow::Context;
 use futures::StreamExt;
 use mysql_async::binlog::events::{EventData, RowsEventData};
 use mysql_async::binlog::value::BinlogValue;
@@ -15,11 +16,28 @@ use super::ddl::{self, Ddl, Shape};
 use super::{Scope, Table};
 use crate::runtime::{Alter, Event, Restartable, SchemaChange};
 
-/// A binlog position: the file and the offset of the next event to read.
+/// A binlog position: the file and the offset of the next event to read, and the GTIDs read up
+/// to there (MariaDB: the last of each domain, `domain-server-seq`, comma separated, as
+/// `gtid_slave_pos` takes them; MySQL: the last `uuid:n`). A position given by GTIDs alone has
+/// an empty `file`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BinlogPosition {
     pub file: String,
     pub pos: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+}
+
+/// The oldest binlog position the server still has (`SHOW BINARY LOGS`).
+pub async fn earliest(conn: &mut mysql_async::Conn) -> anyhow::Result<BinlogPosition> {
+    use mysql_async::prelude::Queryable;
+    let rows: Vec<mysql_async::Row> = conn
+        .query("SHOW BINARY LOGS")
+        .await
+        .map_err(|e| anyhow::anyhow!("SHOW BINARY LOGS: {e} (the server needs `log_bin` on for `earliest-offset`)"))?;
+    let file: Option<String> = rows.first().and_then(|r| r.get(0));
+    let file = file.context("the server has no binlog files (SHOW BINARY LOGS is empty)")?;
+    Ok(BinlogPosition { file, pos: 4, gtid: None })
 }
 
 /// The server's current binlog position (`SHOW MASTER STATUS`); an error that says how to turn
@@ -34,7 +52,8 @@ pub async fn current(conn: &mut mysql_async::Conn) -> anyhow::Result<BinlogPosit
     };
     let file: String = row.get(0).unwrap_or_default();
     let pos: u64 = row.get(1).unwrap_or(4);
-    Ok(BinlogPosition { file, pos })
+    let gtid: Option<String> = conn.query_first("SELECT @@GLOBAL.gtid_binlog_pos").await.ok().flatten();
+    Ok(BinlogPosition { file, pos, gtid: gtid.filter(|g| !g.is_empty()) })
 }
 
 /// An open binlog stream and the changes of the transaction being read.
@@ -52,33 +71,65 @@ pub struct Follower {
     /// Batches of a committed transaction still to hand out, and the position after it.
     ready: VecDeque<Event>,
     committed: Option<BinlogPosition>,
+    /// The GTIDs read (see [`BinlogPosition::gtid`]): MariaDB's by domain, or MySQL's last.
+    gtids: std::collections::BTreeMap<u32, String>,
+    /// `timestamp` mode: what was written before this time (seconds) is passed over.
+    skip_before: Option<u32>,
+    /// Whether the event being read was written before `skip_before`.
+    skipping: bool,
 }
 
 impl Follower {
-    /// Open the stream at `at`, as replica `server_id`.
+    /// Open the stream at `at` (its file and offset, or with no file its GTIDs), as replica
+    /// `server_id`; with `skip_before`, what was written before that time (Unix seconds) is
+    /// passed over.
     pub async fn open(
         pool: &mysql_async::Pool,
         server_id: u32,
         at: &BinlogPosition,
         tables: Vec<Table>,
         scope: Arc<Scope>,
+        skip_before: Option<u32>,
     ) -> anyhow::Result<Follower> {
-        let conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
-        let request =
-            mysql_async::BinlogStreamRequest::new(server_id).with_filename(at.file.as_bytes()).with_pos(at.pos);
+        use mysql_async::prelude::Queryable;
+        let mut conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        let mariadb = conn.server_version() >= (10, 0, 0)
+            && conn.query_first::<String, _>("SELECT VERSION()").await?.is_some_and(|v| v.contains("MariaDB"));
+        let mut request = mysql_async::BinlogStreamRequest::new(server_id);
+        if mariadb {
+            // GTID events instead of the placeholders MariaDB sends replicas that do not ask.
+            conn.query_drop("SET @mariadb_slave_capability = 4").await?;
+        }
+        if at.file.is_empty() {
+            let gtid = at.gtid.as_deref().unwrap_or_default();
+            anyhow::ensure!(
+                mariadb,
+                "starting at the GTID set {gtid:?}: only MariaDB GTIDs are supported; give a file and pos"
+            );
+            let set = format!("SET @slave_connect_state = '{}', @slave_gtid_strict_mode = 0", gtid.replace('\'', ""));
+            conn.query_drop(set).await.with_context(|| format!("starting at the GTIDs {gtid:?}"))?;
+            request = request.with_filename(b"".as_slice()).with_pos(4u64);
+        } else {
+            request = request.with_filename(at.file.as_bytes()).with_pos(at.pos);
+        }
         let stream = conn.get_binlog_stream(request).await.map_err(|e| {
             let text = e.to_string();
             if text.contains("Could not find first log file") || text.contains("1236") {
                 anyhow::anyhow!(
-                    "the binlog at {}:{} is gone from the server ({text}); the changes since then cannot be read: start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`",
-                    at.file,
-                    at.pos
+                    "the binlog at {} is gone from the server ({text}); the changes since then cannot be read: start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`",
+                    at.describe()
                 )
             } else {
-                Restartable::error(format!("opening the binlog at {}:{}: {text}", at.file, at.pos))
+                Restartable::error(format!("opening the binlog at {}: {text}", at.describe()))
             }
         })?;
         let by_name = tables.iter().enumerate().map(|(i, t)| (key(&(t.db.clone(), t.name.clone())), i)).collect();
+        let gtids = at
+            .gtid
+            .iter()
+            .flat_map(|g| g.split(','))
+            .filter_map(|g| Some((g.trim().split('-').next()?.parse().ok()?, g.trim().to_string())))
+            .collect();
         Ok(Follower {
             stream,
             tables,
@@ -88,7 +139,14 @@ impl Follower {
             open: Vec::new(),
             ready: VecDeque::new(),
             committed: None,
+            gtids,
+            skip_before,
+            skipping: false,
         })
+    }
+
+    fn gtid(&self) -> Option<String> {
+        (!self.gtids.is_empty()).then(|| self.gtids.values().cloned().collect::<Vec<_>>().join(","))
     }
 
     /// The next batch of a committed transaction and, with its last batch, the position after the
@@ -104,7 +162,24 @@ impl Follower {
             };
             let event = event.map_err(|e| Restartable::error(format!("reading the binlog: {e}")))?;
             let end = u64::from(event.header().log_pos());
+            self.skipping = self.skip_before.is_some_and(|t| event.header().timestamp() < t);
+            if event.header().event_type_raw() == MARIADB_GTID_EVENT {
+                // seq_no (u64), domain_id (u32), flags: the server id is the header's.
+                let data = event.data();
+                if data.len() >= 12 {
+                    let seq = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
+                    let domain = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+                    self.gtids.insert(domain, format!("{domain}-{}-{seq}", event.header().server_id()));
+                }
+                continue;
+            }
             match event.read_data()? {
+                Some(EventData::GtidEvent(g)) => {
+                    let sid = g.sid().iter().map(|b| format!("{b:02x}")).collect::<String>();
+                    let uuid =
+                        format!("{}-{}-{}-{}-{}", &sid[..8], &sid[8..12], &sid[12..16], &sid[16..20], &sid[20..]);
+                    self.gtids.insert(0, format!("{uuid}:{}", g.gno()));
+                }
                 Some(EventData::RotateEvent(r)) => {
                     // The name may carry a checksum's bytes after it (MariaDB's first rotate).
                     let name: String = r
@@ -132,6 +207,9 @@ impl Follower {
 
     /// Keep the rows of a row event of one of the source's tables.
     fn rows(&mut self, rows: &RowsEventData<'_>) -> anyhow::Result<()> {
+        if self.skipping {
+            return Ok(());
+        }
         let Some(tme) = self.stream.get_tme(rows.table_id()) else { return Ok(()) };
         let name = key(&(tme.database_name().into_owned(), tme.table_name().into_owned()));
         let Some(&index) = self.by_name.get(&name) else { return Ok(()) };
@@ -182,6 +260,9 @@ impl Follower {
     /// A statement of database `db` that is not a transaction's: its changes to the tables
     /// followed become schema changes, handed out with the position after it.
     fn ddl(&mut self, db: &str, sql: &str, end: u64) {
+        if self.skipping {
+            return;
+        }
         let mut changes = Vec::new();
         for statement in ddl::parse(db, sql) {
             let change = |t: &Table, alter: Vec<Alter>| SchemaChange {
@@ -261,7 +342,7 @@ impl Follower {
         }
         if !changes.is_empty() {
             self.ready.extend(changes.into_iter().map(Event::SchemaChange));
-            self.committed = Some(BinlogPosition { file: self.file.clone(), pos: end });
+            self.committed = Some(BinlogPosition { file: self.file.clone(), pos: end, gtid: self.gtid() });
         }
     }
 
@@ -283,7 +364,7 @@ impl Follower {
             let batch = builder.finish().map_err(|e| anyhow::anyhow!(e.message))?;
             self.ready.push_back(Event::data(&t.id, batch));
         }
-        let at = BinlogPosition { file: self.file.clone(), pos: end };
+        let at = BinlogPosition { file: self.file.clone(), pos: end, gtid: self.gtid() };
         if self.ready.is_empty() {
             // Nothing of ours: an empty batch moves the position on.
             let t = &self.tables[0];
@@ -294,6 +375,18 @@ impl Follower {
         }
         self.committed = Some(at);
         Ok(())
+    }
+}
+
+/// MariaDB's GTID event (which `mysql_common` does not decode).
+const MARIADB_GTID_EVENT: u8 = 162;
+
+impl BinlogPosition {
+    fn describe(&self) -> String {
+        match (&self.file, &self.gtid) {
+            (f, Some(g)) if f.is_empty() => format!("GTIDs {g}"),
+            (f, _) => format!("{f}:{}", self.pos),
+        }
     }
 }
 

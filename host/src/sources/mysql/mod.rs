@@ -59,6 +59,10 @@ pub struct MysqlSource {
     /// 8096).
     #[serde(default = "default_chunk_size")]
     pub chunk_size: u64,
+    /// Announce the tables (so a sink creates them) and read no rows, whatever the startup
+    /// mode: what `mysql-sync-database --create-table-only` runs.
+    #[serde(default)]
+    pub schema_only: bool,
 }
 
 fn default_include() -> String {
@@ -80,10 +84,27 @@ pub struct MysqlScan {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlStartup {
-    /// `initial` (the snapshot, then the binlog), `latest-offset` (the binlog from now) or
-    /// `snapshot` (read every table once and stop).
+    /// `initial` (the snapshot, then the binlog), `snapshot` (read every table once and stop),
+    /// or only the binlog: from now (`latest-offset`), from the oldest file the server keeps
+    /// (`earliest-offset`), from `specific_offset` (`specific-offset`) or from
+    /// `timestamp_millis` (`timestamp`).
     pub mode: String,
+    /// `scan.startup.specific-offset.*`: `file` and `pos`, or (MariaDB) `gtid_set`.
+    pub specific_offset: Option<SpecificOffset>,
+    /// `scan.startup.timestamp-millis`: changes written from this time (ms since the epoch).
+    pub timestamp_millis: Option<i64>,
 }
+
+/// `scan.startup.specific_offset.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpecificOffset {
+    pub file: Option<String>,
+    pub pos: Option<u64>,
+    pub gtid_set: Option<String>,
+}
+
+const MODES: [&str; 6] = ["initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"];
 
 fn regex(key: &str, pattern: &str) -> Result<regex::Regex, (String, String)> {
     regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| (key.to_string(), format!("not a regex: {e}")))
@@ -116,14 +137,39 @@ impl SourceConfig for MysqlSource {
 
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.server(file)?;
-        if !["initial", "latest-offset", "snapshot"].contains(&self.scan.startup.mode.as_str()) {
+        let startup = &self.scan.startup;
+        if !MODES.contains(&startup.mode.as_str()) {
             return Err((
                 "source.scan.startup.mode".into(),
-                format!(
-                    "expected \"initial\", \"latest-offset\" or \"snapshot\", got {:?} (earliest-offset, specific-offset and timestamp are not built yet)",
-                    self.scan.startup.mode
-                ),
+                format!("expected one of {}, got {:?}", MODES.map(|m| format!("\"{m}\"")).join(", "), startup.mode),
             ));
+        }
+        match (startup.mode.as_str(), &startup.specific_offset, startup.timestamp_millis) {
+            ("specific-offset", Some(SpecificOffset { file: Some(_), pos: Some(_), gtid_set: None }), None) => {}
+            ("specific-offset", Some(SpecificOffset { file: None, pos: None, gtid_set: Some(_) }), None) => {}
+            ("specific-offset", ..) => {
+                return Err((
+                    "source.scan.startup.specific_offset".into(),
+                    "`specific-offset` needs `file` and `pos`, or `gtid_set`".into(),
+                ));
+            }
+            ("timestamp", None, Some(t)) if t >= 0 => {}
+            ("timestamp", ..) => {
+                return Err((
+                    "source.scan.startup.timestamp_millis".into(),
+                    "`timestamp` needs `timestamp_millis` (milliseconds since 1970-01-01 UTC), and nothing else".into(),
+                ));
+            }
+            (_, Some(_), _) => {
+                return Err((
+                    "source.scan.startup.specific_offset".into(),
+                    "only for mode = \"specific-offset\"".into(),
+                ));
+            }
+            (_, _, Some(_)) => {
+                return Err(("source.scan.startup.timestamp_millis".into(), "only for mode = \"timestamp\"".into()));
+            }
+            _ => {}
         }
         regex("source.include", &self.include)?;
         if let Some(x) = &self.exclude {
@@ -171,7 +217,8 @@ impl SourceConfig for MysqlSource {
             scope,
             tables: Arc::new(tables),
             chunk_size: self.chunk_size,
-            mode: self.scan.startup.mode.clone(),
+            mode: if self.schema_only { "schema-only".into() } else { self.scan.startup.mode.clone() },
+            startup: self.scan.startup.clone(),
             server_id: server.server_id.unwrap_or_else(|| 5400 + fastrand::u32(..1000)),
         }))
     }
@@ -301,8 +348,9 @@ struct MysqlTables {
     scope: Arc<Scope>,
     tables: Arc<Vec<Table>>,
     chunk_size: u64,
-    /// `scan.startup.mode`.
+    /// `scan.startup.mode` (or `schema-only`).
     mode: String,
+    startup: MysqlStartup,
     server_id: u32,
 }
 
@@ -338,16 +386,28 @@ impl Source for MysqlTables {
         // The binlog position is taken before the snapshot begins: every change after it is
         // replayed, none before it is missed.
         let binlog_start = match (self.mode.as_str(), positions.first().cloned().flatten()) {
-            ("snapshot", _) => None,
+            ("snapshot" | "schema-only", _) => None,
             (_, Some(p)) if !fresh => p.binlog,
+            ("earliest-offset" | "timestamp", _) => Some(binlog::earliest(&mut conn).await?),
+            ("specific-offset", _) => {
+                let o = self.startup.specific_offset.clone().context("specific_offset")?;
+                Some(BinlogPosition { file: o.file.unwrap_or_default(), pos: o.pos.unwrap_or(4), gtid: o.gtid_set })
+            }
             _ => Some(binlog::current(&mut conn).await?),
         };
+        // Only the binlog: no snapshot.
+        let binlog_only =
+            ["latest-offset", "earliest-offset", "specific-offset", "timestamp"].contains(&self.mode.as_str());
         let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.done));
         let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
         let mut chunks = Vec::new();
         for (i, t) in self.tables.iter().enumerate() {
-            if self.mode == "latest-offset" || snapshot_done {
+            if binlog_only || snapshot_done {
                 break;
+            }
+            if self.mode == "schema-only" {
+                chunks.push(Chunk { table: i, range: None });
+                continue;
             }
             let Some(key) = t.integer_key() else {
                 chunks.push(Chunk { table: i, range: None });
@@ -380,6 +440,8 @@ impl Source for MysqlTables {
             readers: restored.len(),
             chunk_size: self.chunk_size,
             binlog_start,
+            schema_only: self.mode == "schema-only",
+            skip_before: self.startup.timestamp_millis.map(|t| (t / 1000).clamp(0, i64::from(u32::MAX)) as u32),
             server_id: self.server_id,
             gate,
         }))
@@ -401,6 +463,8 @@ struct Chunks {
     chunk_size: u64,
     /// Where worker 0 starts following the binlog (none for `snapshot`).
     binlog_start: Option<BinlogPosition>,
+    schema_only: bool,
+    skip_before: Option<u32>,
     server_id: u32,
     /// With several workers, `initial` follows the binlog only once this turns true: every
     /// worker's part of the snapshot is in a completed checkpoint, so no snapshot row can land
@@ -484,6 +548,8 @@ impl SplitEnumerator for Chunks {
             server_id: self.server_id,
             gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
             follower: None,
+            schema_only: self.schema_only,
+            skip_before: self.skip_before,
         }))
     }
 }
@@ -502,6 +568,10 @@ struct ChunkReader {
     /// See [`Chunks::gate`].
     gate: Option<watch::Receiver<bool>>,
     follower: Option<Follower>,
+    /// Announce the tables only.
+    schema_only: bool,
+    /// `timestamp` mode: the binlog from this time (Unix seconds).
+    skip_before: Option<u32>,
 }
 
 impl ChunkReader {
@@ -525,7 +595,9 @@ impl ChunkReader {
                     return Ok(None);
                 }
             }
-            self.follower = Some(Follower::open(&self.pool, self.server_id, &at, tables, self.scope.clone()).await?);
+            let (pool, scope) = (&self.pool, self.scope.clone());
+            let follower = Follower::open(pool, self.server_id, &at, tables, scope, self.skip_before).await?;
+            self.follower = Some(follower);
         }
         let follower = self.follower.as_mut().expect("opened above");
         let (event, after) = follower.next().await?;
@@ -579,6 +651,13 @@ impl SourceReader for ChunkReader {
         if !self.announced.contains(&t.id) {
             self.announced.insert(t.id.clone());
             return Ok(Some(Event::SchemaChange(t.announce())));
+        }
+        if self.schema_only {
+            self.chunks.pop_front();
+            return Ok(Some(Event::data(
+                &t.id,
+                sluice_guest::batch::Batch::new(arrow::record_batch::RecordBatch::new_empty(t.schema.clone())),
+            )));
         }
         let sql = self.page(t, &chunk);
         let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
