@@ -1,6 +1,7 @@
 //! The Doris source against doris-lite: `_query_plan` tablets, splits read over Arrow Flight SQL,
 //! projection and filter pushdown, parallel workers.
 
+use crate::common::Background;
 use crate::common::{Doris, pipeline_file, plugin_wasm};
 
 fn pipeline(doris: &Doris, parallelism: u32, target: &str, source_extra: &str) -> String {
@@ -401,78 +402,6 @@ async fn each_increment_type_reads_the_worked_example() {
         ["1 UpdateBefore created", "1 UpdateAfter paid", "2 Delete created", "4 Insert created"]
     );
     assert_eq!(got("append_only").await, ["4 Insert created", "5 Insert created"]);
-}
-
-/// A `sluice run` in the background, its stderr collected line by line.
-struct Background {
-    child: std::process::Child,
-    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl Background {
-    fn start(path: &std::path::Path) -> Self {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["run", "--quiet"])
-            .arg(path)
-            .env("SLUICE_LOG", "info")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("sluice starts");
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let lines = stderr.clone();
-        let pipe = child.stderr.take().expect("piped");
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
-        Background { child, stderr }
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-
-    /// Wait until `f` holds (checked every 100 ms), for at most `secs`.
-    async fn until(&mut self, secs: u64, what: &str, mut f: impl FnMut(&Self) -> bool) {
-        for _ in 0..secs * 10 {
-            if f(self) {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("sluice exited ({status}) while waiting for {what}:\n{}", self.log());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        panic!("{what}: not within {secs} s\n{}", self.log());
-    }
-
-    fn kill_9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// SIGTERM, then the exit code and the log.
-    async fn stop(mut self) -> (Option<i32>, String) {
-        let pid = self.child.id().to_string();
-        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let status = tokio::task::spawn_blocking(move || self.child.wait().map(|s| (s, self))).await.unwrap().unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        (status.0.code(), status.1.log())
-    }
-
-    async fn exit(mut self, secs: u64) -> (Option<i32>, String) {
-        for _ in 0..secs * 10 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                return (status.code(), self.log());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        panic!("sluice did not exit within {secs} s:\n{}", self.log());
-    }
 }
 
 /// An expired start, per the seed's table: `min_delta` fails with Doris' error and what to do;

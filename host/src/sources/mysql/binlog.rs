@@ -77,16 +77,23 @@ pub struct Follower {
     skip_before: Option<u32>,
     /// Whether the event being read was written before `skip_before`.
     skipping: bool,
+    /// Whether the server checksums its events (`binlog_checksum`).
+    checksums: bool,
+    /// Events of the first transaction already handed out before a restart.
+    skip: u64,
 }
 
 impl Follower {
     /// Open the stream at `at` (its file and offset, or with no file its GTIDs), as replica
-    /// `server_id`; with `skip_before`, what was written before that time (Unix seconds) is
-    /// passed over.
+    /// `server_id`, leaving out the first `skip` events of the first transaction (those a
+    /// checkpoint taken inside it already holds); with `skip_before`, what was written before
+    /// that time (Unix seconds) is passed over.
+    #[allow(clippy::too_many_arguments)]
     pub async fn open(
         pool: &mysql_async::Pool,
         server_id: u32,
         at: &BinlogPosition,
+        skip: u64,
         tables: Vec<Table>,
         scope: Arc<Scope>,
         skip_before: Option<u32>,
@@ -95,6 +102,8 @@ impl Follower {
         let mut conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
         let mariadb = conn.server_version() >= (10, 0, 0)
             && conn.query_first::<String, _>("SELECT VERSION()").await?.is_some_and(|v| v.contains("MariaDB"));
+        let checksum: Option<String> = conn.query_first("SELECT @@GLOBAL.binlog_checksum").await.ok().flatten();
+        let checksums = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
         let mut request = mysql_async::BinlogStreamRequest::new(server_id);
         if mariadb {
             // GTID events instead of the placeholders MariaDB sends replicas that do not ask.
@@ -142,6 +151,8 @@ impl Follower {
             gtids,
             skip_before,
             skipping: false,
+            checksums,
+            skip,
         })
     }
 
@@ -155,6 +166,12 @@ impl Follower {
         loop {
             if let Some(event) = self.ready.pop_front() {
                 let at = if self.ready.is_empty() { self.committed.take() } else { None };
+                // Handed out before a restart (see `open`).
+                if self.skip > 0 && at.is_none() {
+                    self.skip -= 1;
+                    continue;
+                }
+                self.skip = 0;
                 return Ok((event, at));
             }
             let Some(event) = self.stream.next().await else {
@@ -181,13 +198,18 @@ impl Follower {
                     self.gtids.insert(0, format!("{uuid}:{}", g.gno()));
                 }
                 Some(EventData::RotateEvent(r)) => {
-                    // The name may carry a checksum's bytes after it (MariaDB's first rotate).
-                    let name: String = r
-                        .name()
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-                        .collect();
-                    self.file = name;
+                    // The rotate a stream starts with comes before the server says it checksums
+                    // events, so its name carries the checksum's 4 bytes; the file it names is the
+                    // one asked for, unless the stream was asked for by GTIDs.
+                    let raw = r.name_raw();
+                    let name = if event.header().log_pos() == 0 && self.checksums && raw.len() > 4 {
+                        &raw[..raw.len() - 4]
+                    } else {
+                        raw
+                    };
+                    if event.header().log_pos() != 0 || self.file.is_empty() {
+                        self.file = String::from_utf8_lossy(name).into_owned();
+                    }
                 }
                 Some(EventData::RowsEvent(rows)) => self.rows(&rows)?,
                 Some(EventData::XidEvent(_)) => self.commit(end)?,
@@ -227,8 +249,9 @@ impl Follower {
             table.primary_key.iter().filter_map(|k| table.columns.iter().position(|c| &c.name == k)).collect();
         for row in rows.rows(tme) {
             let (before, after) = row?;
+            let binary = self.scope.binary;
             let text = |r: &mysql_async::binlog::row::BinlogRow| -> anyhow::Result<Vec<Option<String>>> {
-                (0..table.columns.len()).map(|i| value_text(table, i, r.as_ref(i))).collect()
+                (0..table.columns.len()).map(|i| value_text(table, i, r.as_ref(i), binary)).collect()
             };
             match (before, after) {
                 (None, Some(a)) => self.open.push((index, RowKind::Insert, text(&a)?)),
@@ -382,7 +405,8 @@ impl Follower {
 const MARIADB_GTID_EVENT: u8 = 162;
 
 impl BinlogPosition {
-    fn describe(&self) -> String {
+    /// `file:pos`, or the GTIDs of a position given by them.
+    pub fn describe(&self) -> String {
         match (&self.file, &self.gtid) {
             (f, Some(g)) if f.is_empty() => format!("GTIDs {g}"),
             (f, _) => format!("{f}:{}", self.pos),
@@ -396,16 +420,29 @@ fn key(table: &ddl::Name) -> String {
 }
 
 /// A binlog value as the text the snapshot reads for the same column.
-fn value_text(table: &Table, column: usize, value: Option<&BinlogValue<'_>>) -> anyhow::Result<Option<String>> {
+fn value_text(
+    table: &Table,
+    column: usize,
+    value: Option<&BinlogValue<'_>>,
+    binary: super::types::BinaryHandling,
+) -> anyhow::Result<Option<String>> {
     use mysql_async::Value as V;
     let c = &table.columns[column];
     let t = c.column_type.to_ascii_lowercase();
     let Some(value) = value else { return Ok(None) };
     let v = match value {
         BinlogValue::Value(v) => v,
-        BinlogValue::Jsonb(_) | BinlogValue::JsonDiff(_) => {
-            anyhow::bail!("`{}`.`{}`: MySQL 8's binary JSON in the binlog is not decoded yet", table.id, c.name)
+        // MySQL 8's binary JSON.
+        BinlogValue::Jsonb(j) => {
+            let json = serde_json::Value::try_from(j.clone())
+                .map_err(|e| anyhow::anyhow!("`{}`.`{}`: a JSON value of the binlog: {e}", table.id, c.name))?;
+            return Ok(Some(json.to_string()));
         }
+        BinlogValue::JsonDiff(_) => anyhow::bail!(
+            "`{}`.`{}`: a partial JSON update in the binlog (binlog_row_value_options = PARTIAL_JSON): set it to '' on the server",
+            table.id,
+            c.name
+        ),
     };
     Ok(match v {
         V::NULL => None,
@@ -421,7 +458,7 @@ fn value_text(table: &Table, column: usize, value: Option<&BinlogValue<'_>>) -> 
             let micros: i64 = format!("{frac:0<6}")[..6].parse().unwrap_or(0);
             Some(format_datetime_micros(secs * 1_000_000 + micros))
         }
-        V::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        V::Bytes(b) => Some(c.text(b, binary, true).map_err(|e| anyhow::anyhow!("`{}`: {e}", table.id))?),
         // The binlog carries an unsigned column's bits as a signed number of its width.
         V::Int(i) if *i < 0 && t.contains("unsigned") => {
             let bits = match t.split(['(', ' ']).next().unwrap_or_default() {

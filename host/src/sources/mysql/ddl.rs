@@ -230,8 +230,10 @@ fn new_column(def: &ColumnDef) -> NewColumn {
     let mut default = None;
     let mut comment = None;
     let mut primary = false;
+    let mut charset = None;
     for o in &def.options {
         match &o.option {
+            ColumnOption::CharacterSet(c) => charset = Some(c.to_string().to_ascii_lowercase()),
             ColumnOption::NotNull => nullable = false,
             ColumnOption::Null => nullable = true,
             ColumnOption::PrimaryKey(_) => {
@@ -244,7 +246,7 @@ fn new_column(def: &ColumnDef) -> NewColumn {
         }
     }
     NewColumn {
-        column: MysqlColumn { name: def.name.value.clone(), column_type: def.data_type.to_string(), nullable },
+        column: MysqlColumn { name: def.name.value.clone(), column_type: def.data_type.to_string(), nullable, charset },
         default,
         comment,
         primary,
@@ -373,7 +375,7 @@ mod tests {
     use super::*;
 
     fn col(name: &str, t: &str) -> MysqlColumn {
-        MysqlColumn { name: name.into(), column_type: t.into(), nullable: true }
+        MysqlColumn { name: name.into(), column_type: t.into(), nullable: true, charset: None }
     }
 
     fn doris(c: &MysqlColumn) -> String {
@@ -400,7 +402,7 @@ mod tests {
                 Alter::AddColumn { name: "age".into(), default: Some("18".into()), comment: Some("years".into()) },
                 Alter::DropColumn { name: "old".into() },
                 Alter::RenameColumn { from: "name".into(), to: "full_name".into() },
-                Alter::ModifyColumn { name: "full_name".into(), from: "VARCHAR(60)".into() },
+                Alter::ModifyColumn { name: "full_name".into(), from: "VARCHAR(80)".into() },
                 Alter::RenameColumn { from: "age".into(), to: "years".into() },
             ]
         );

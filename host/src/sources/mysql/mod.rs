@@ -59,6 +59,10 @@ pub struct MysqlSource {
     /// 8096).
     #[serde(default = "default_chunk_size")]
     pub chunk_size: u64,
+    /// BLOB / BINARY values: `text` (default: UTF-8 bytes as they are, others an error), `base64`
+    /// or `hex`.
+    #[serde(default)]
+    pub binary_handling: types::BinaryHandling,
     /// Announce the tables (so a sink creates them) and read no rows, whatever the startup
     /// mode: what `mysql-sync-database --create-table-only` runs.
     #[serde(default)]
@@ -200,7 +204,7 @@ impl SourceConfig for MysqlSource {
         let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
         let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
         let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let scope = Arc::new(Scope { db: self.database.clone(), include, exclude });
+        let scope = Arc::new(Scope { db: self.database.clone(), include, exclude, binary: self.binary_handling });
         let tables = discover(&pool, &scope)
             .await
             .with_context(|| format!("reading the tables of `{}` at {}", self.database, server.host))?;
@@ -231,6 +235,7 @@ struct Scope {
     db: String,
     include: regex::Regex,
     exclude: Option<regex::Regex>,
+    binary: types::BinaryHandling,
 }
 
 impl Scope {
@@ -321,15 +326,20 @@ async fn discover(pool: &mysql_async::Pool, scope: &Scope) -> anyhow::Result<Vec
         .await?;
     let mut tables = Vec::new();
     for name in names.into_iter().filter(|n| scope.covers(db, n)) {
-        let rows: Vec<(String, String, String)> = conn
+        let rows: Vec<(String, String, String, Option<String>)> = conn
             .exec(
-                "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
                 (db, &name),
             )
             .await?;
         let columns: Vec<MysqlColumn> = rows
             .into_iter()
-            .map(|(name, column_type, nullable)| MysqlColumn { name, column_type, nullable: nullable == "YES" })
+            .map(|(name, column_type, nullable, charset)| MysqlColumn {
+                name,
+                column_type,
+                nullable: nullable == "YES",
+                charset,
+            })
             .collect();
         let primary_key: Vec<String> = conn
             .exec(
@@ -488,6 +498,10 @@ pub struct ChunkPosition {
     /// start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binlog: Option<BinlogPosition>,
+    /// Events of the transaction at `binlog` already returned: a checkpoint inside a
+    /// transaction holds some of its rows, which a restart does not return again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub binlog_skip: u64,
     /// Worker 0, once a statement in the binlog changed a table: every table followed, with its
     /// columns as of `binlog` (the rows after it are read with these).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -495,6 +509,10 @@ pub struct ChunkPosition {
 }
 
 impl Position for ChunkPosition {}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 #[async_trait]
 impl SplitEnumerator for Chunks {
@@ -595,17 +613,23 @@ impl ChunkReader {
                     return Ok(None);
                 }
             }
+            tracing::info!("following the binlog from {}", at.describe());
             let (pool, scope) = (&self.pool, self.scope.clone());
-            let follower = Follower::open(pool, self.server_id, &at, tables, scope, self.skip_before).await?;
+            let skip = self.position.binlog_skip;
+            let follower = Follower::open(pool, self.server_id, &at, skip, tables, scope, self.skip_before).await?;
             self.follower = Some(follower);
         }
         let follower = self.follower.as_mut().expect("opened above");
         let (event, after) = follower.next().await?;
-        if let Some(after) = after {
-            self.position.binlog = Some(after);
-            if matches!(event, Event::SchemaChange(_)) {
-                self.position.tables = Some(follower.defs());
+        match after {
+            Some(after) => {
+                self.position.binlog = Some(after);
+                self.position.binlog_skip = 0;
+                if matches!(event, Event::SchemaChange(_)) {
+                    self.position.tables = Some(follower.defs());
+                }
             }
+            None => self.position.binlog_skip += 1,
         }
         Ok(Some(event))
     }
@@ -640,7 +664,8 @@ impl SourceReader for ChunkReader {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         let Some(chunk) = self.chunks.front().cloned() else {
             let (binlog, tables) = (self.position.binlog.take(), self.position.tables.take());
-            self.position = ChunkPosition { done: true, binlog, tables, ..ChunkPosition::default() };
+            let binlog_skip = self.position.binlog_skip;
+            self.position = ChunkPosition { done: true, binlog, binlog_skip, tables, ..ChunkPosition::default() };
             return self.follow().await;
         };
         let t = &self.tables[chunk.table];
@@ -671,11 +696,12 @@ impl SourceReader for ChunkReader {
         for row in &rows {
             let texts: Vec<Option<String>> = (0..t.columns.len())
                 .map(|i| match row.as_ref(i) {
-                    None | Some(mysql_async::Value::NULL) => None,
-                    Some(mysql_async::Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-                    Some(other) => Some(other.as_sql(true).trim_matches('\'').to_string()),
+                    None | Some(mysql_async::Value::NULL) => Ok(None),
+                    Some(mysql_async::Value::Bytes(b)) => t.columns[i].text(b, self.scope.binary, false).map(Some),
+                    Some(other) => Ok(Some(other.as_sql(true).trim_matches('\'').to_string())),
                 })
-                .collect();
+                .collect::<Result<_, String>>()
+                .map_err(|e| anyhow::anyhow!("reading `{}`: {e}", t.id))?;
             let values: Vec<Value<'_>> = texts.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
             builder.push(RowKind::Insert, &values).map_err(|e| anyhow::anyhow!("reading `{}`: {}", t.id, e.message))?;
             if let Some(k) = key {

@@ -11,6 +11,21 @@ pub struct MysqlColumn {
     /// `COLUMN_TYPE`, e.g. `int(10) unsigned`, `varchar(32)`, `decimal(38,10)`, `datetime(6)`.
     pub column_type: String,
     pub nullable: bool,
+    /// `CHARACTER_SET_NAME` of a text column (the binlog carries its bytes in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charset: Option<String>,
+}
+
+/// How the bytes of BLOB / BINARY / VARBINARY columns reach Doris' STRING (the source's
+/// `binary_handling`, after Debezium's `binary.handling.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryHandling {
+    /// As text when they are UTF-8; other bytes are an error naming the column.
+    #[default]
+    Text,
+    Base64,
+    Hex,
 }
 
 impl MysqlColumn {
@@ -24,8 +39,9 @@ impl MysqlColumn {
             .and_then(|(_, rest)| rest.split_once(')'))
             .map(|(inside, _)| inside.split(',').filter_map(|a| a.trim().parse().ok()).collect())
             .unwrap_or_default();
+        // Doris sizes VARCHAR in bytes: room for n utf8mb4 characters.
         let text =
-            |n: u32| if n.saturating_mul(3) <= 65533 { DorisType::Varchar(Some(n * 3)) } else { DorisType::String };
+            |n: u32| if n.saturating_mul(4) <= 65533 { DorisType::Varchar(Some(n * 4)) } else { DorisType::String };
         Ok(match base {
             "bit" | "bool" | "boolean" => DorisType::Boolean,
             "tinyint" if unsigned => DorisType::SmallInt,
@@ -54,6 +70,44 @@ impl MysqlColumn {
         })
     }
 
+    /// Whether the column holds bytes rather than text.
+    pub fn is_binary(&self) -> bool {
+        let t = self.column_type.to_ascii_lowercase();
+        ["tinyblob", "blob", "mediumblob", "longblob", "binary", "varbinary"]
+            .contains(&t.split(['(', ' ']).next().unwrap_or_default())
+    }
+
+    /// A value's bytes as the text Doris gets: a binary column's by `binary`; text as UTF-8
+    /// (what the snapshot reads, the server converting), or with `raw` in the column's charset
+    /// (what the binlog carries).
+    pub fn text(&self, bytes: &[u8], binary: BinaryHandling, raw: bool) -> Result<String, String> {
+        use base64::Engine;
+        if self.is_binary() {
+            return match binary {
+                BinaryHandling::Base64 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                BinaryHandling::Hex => Ok(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+                BinaryHandling::Text => String::from_utf8(bytes.to_vec()).map_err(|_| {
+                    format!(
+                        "column `{}` ({}) holds bytes that are not UTF-8 text; set `binary_handling = \"base64\"` (or \"hex\") on the source to load them encoded",
+                        self.name, self.column_type
+                    )
+                }),
+            };
+        }
+        let charset =
+            if raw { self.charset.as_deref().unwrap_or("utf8mb4").to_ascii_lowercase() } else { "utf8mb4".into() };
+        match charset.as_str() {
+            "utf8mb4" | "utf8mb3" | "utf8" | "ascii" => String::from_utf8(bytes.to_vec())
+                .map_err(|_| format!("column `{}`: a value is not valid {charset}", self.name)),
+            // ISO-8859-1 (MySQL's latin1 differs only in 0x80..0x9F, rare in text).
+            "latin1" => Ok(bytes.iter().map(|&b| char::from(b)).collect()),
+            other => Err(format!(
+                "column `{}`: text in charset {other} is not decoded from the binlog; convert the column to utf8mb4",
+                self.name
+            )),
+        }
+    }
+
     /// The expression that selects the column as text of its Doris type: BIT as a number (its
     /// text protocol form is raw bytes), TIMESTAMP in UTC-free wall time as stored.
     pub fn select(&self) -> String {
@@ -68,7 +122,7 @@ mod tests {
     use super::*;
 
     fn t(column_type: &str) -> String {
-        let c = MysqlColumn { name: "c".into(), column_type: column_type.into(), nullable: true };
+        let c = MysqlColumn { name: "c".into(), column_type: column_type.into(), nullable: true, charset: None };
         c.doris_type().map(|t| t.to_string()).unwrap_or_else(|e| e)
     }
 
@@ -92,9 +146,10 @@ mod tests {
             ("date", "DATE"),
             ("datetime(6)", "DATETIME(6)"),
             ("timestamp", "DATETIME"),
-            ("varchar(32)", "VARCHAR(96)"),
-            ("char(1)", "VARCHAR(3)"),
-            ("varchar(30000)", "STRING"),
+            ("varchar(32)", "VARCHAR(128)"),
+            ("char(1)", "VARCHAR(4)"),
+            ("varchar(16383)", "VARCHAR(65532)"),
+            ("varchar(16384)", "STRING"),
             ("enum('a','b')", "STRING"),
             ("longblob", "STRING"),
             ("json", "JSON"),
@@ -103,5 +158,19 @@ mod tests {
         for (mysql, doris) in cases {
             assert_eq!(t(mysql), doris, "{mysql}");
         }
+    }
+
+    #[test]
+    fn bytes_become_text_by_charset_and_binary_handling() {
+        let blob = MysqlColumn { name: "b".into(), column_type: "blob".into(), nullable: true, charset: None };
+        let raw = [0xff, 0x00, b'a'];
+        assert_eq!(blob.text(&raw, BinaryHandling::Base64, true).unwrap(), "/wBh");
+        assert_eq!(blob.text(&raw, BinaryHandling::Hex, false).unwrap(), "ff0061");
+        assert_eq!(blob.text("ok😀".as_bytes(), BinaryHandling::Text, true).unwrap(), "ok😀");
+        let e = blob.text(&raw, BinaryHandling::Text, true).unwrap_err();
+        assert!(e.starts_with("column `b` (blob) holds bytes that are not UTF-8 text; set `binary_handling"), "{e}");
+        let latin = MysqlColumn { charset: Some("latin1".into()), column_type: "varchar(5)".into(), ..blob.clone() };
+        assert_eq!(latin.text(&[b'c', b'a', b'f', 0xe9], BinaryHandling::Text, true).unwrap(), "café");
+        assert_eq!(latin.text("café".as_bytes(), BinaryHandling::Text, false).unwrap(), "café");
     }
 }
