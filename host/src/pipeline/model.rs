@@ -174,6 +174,9 @@ pub struct DatabaseConnection {
     /// MySQL: the replica id this pipeline reads the binlog as (unique among the server's
     /// replicas; default 5400 + a random number below 1000).
     pub server_id: Option<u32>,
+    /// MySQL: the time zone TIMESTAMP values are shown in (an IANA name such as
+    /// `Asia/Shanghai`; default `UTC`). DATETIME values are wall times and stay as they are.
+    pub server_time_zone: Option<String>,
 }
 
 /// The password in the environment variable `var`, if one is named; `key` names the option in

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use mysql_async::binlog::events::{EventData, RowsEventData};
 use mysql_async::binlog::value::BinlogValue;
 use serde::{Deserialize, Serialize};
-use sluice_guest::batch::{BatchBuilder, RowKind, Value, format_datetime_micros};
+use sluice_guest::batch::{BatchBuilder, RowKind, Value};
 
 use super::ddl::{self, Ddl, Shape};
 use super::{Scope, Table};
@@ -249,9 +249,9 @@ impl Follower {
             table.primary_key.iter().filter_map(|k| table.columns.iter().position(|c| &c.name == k)).collect();
         for row in rows.rows(tme) {
             let (before, after) = row?;
-            let binary = self.scope.binary;
+            let scope = &self.scope;
             let text = |r: &mysql_async::binlog::row::BinlogRow| -> anyhow::Result<Vec<Option<String>>> {
-                (0..table.columns.len()).map(|i| value_text(table, i, r.as_ref(i), binary)).collect()
+                (0..table.columns.len()).map(|i| value_text(table, i, r.as_ref(i), scope)).collect()
             };
             match (before, after) {
                 (None, Some(a)) => self.open.push((index, RowKind::Insert, text(&a)?)),
@@ -401,6 +401,32 @@ impl Follower {
     }
 }
 
+/// The labels of `enum('a','b')` / `set('a','b')` (quotes doubled inside a label).
+fn labels(column_type: &str) -> Vec<String> {
+    let inside = column_type.split_once('(').map_or("", |(_, r)| r.strip_suffix(')').unwrap_or(r));
+    let mut out = Vec::new();
+    let mut chars = inside.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\'' {
+            continue;
+        }
+        let mut label = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' if chars.peek() == Some(&'\'') => {
+                    chars.next();
+                    label.push('\'');
+                }
+                '\'' => break,
+                '\\' => label.extend(chars.next()),
+                c => label.push(c),
+            }
+        }
+        out.push(label);
+    }
+    out
+}
+
 /// MariaDB's GTID event (which `mysql_common` does not decode).
 const MARIADB_GTID_EVENT: u8 = 162;
 
@@ -424,7 +450,7 @@ fn value_text(
     table: &Table,
     column: usize,
     value: Option<&BinlogValue<'_>>,
-    binary: super::types::BinaryHandling,
+    scope: &Scope,
 ) -> anyhow::Result<Option<String>> {
     use mysql_async::Value as V;
     let c = &table.columns[column];
@@ -444,6 +470,24 @@ fn value_text(
             c.name
         ),
     };
+    // ENUM and SET travel as the label's number and the labels' bit mask.
+    if t.starts_with("enum(") || t.starts_with("set(") {
+        let n = match v {
+            V::Int(i) => *i as u64,
+            V::UInt(u) => *u,
+            V::Bytes(b) => b.iter().rev().fold(0u64, |n, byte| (n << 8) | u64::from(*byte)),
+            V::NULL => return Ok(None),
+            other => anyhow::bail!("`{}`.`{}`: an ENUM/SET value {other:?} in the binlog", table.id, c.name),
+        };
+        let labels = labels(&c.column_type);
+        let pick = |i: u64| labels.get(i as usize).cloned().unwrap_or_default();
+        return Ok(Some(if t.starts_with("enum(") {
+            // 0 is the empty string MySQL stores for an invalid value.
+            if n == 0 { String::new() } else { pick(n - 1) }
+        } else {
+            (0..labels.len() as u64).filter(|b| n & (1 << b) != 0).map(pick).collect::<Vec<_>>().join(",")
+        }));
+    }
     Ok(match v {
         V::NULL => None,
         V::Bytes(b) if t.starts_with("bit") => {
@@ -456,9 +500,9 @@ fn value_text(
             let secs: i64 =
                 secs.parse().map_err(|_| anyhow::anyhow!("`{}`.`{}`: timestamp {text:?}", table.id, c.name))?;
             let micros: i64 = format!("{frac:0<6}")[..6].parse().unwrap_or(0);
-            Some(format_datetime_micros(secs * 1_000_000 + micros))
+            Some(scope.timestamp(secs * 1_000_000 + micros))
         }
-        V::Bytes(b) => Some(c.text(b, binary, true).map_err(|e| anyhow::anyhow!("`{}`: {e}", table.id))?),
+        V::Bytes(b) => Some(c.text(b, scope.binary, true).map_err(|e| anyhow::anyhow!("`{}`: {e}", table.id))?),
         // The binlog carries an unsigned column's bits as a signed number of its width.
         V::Int(i) if *i < 0 && t.contains("unsigned") => {
             let bits = match t.split(['(', ' ']).next().unwrap_or_default() {
@@ -480,7 +524,19 @@ fn value_text(
         }
         V::Date(y, mo, d, h, mi, s, us) => Some(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")),
         V::Time(neg, d, h, mi, s, us) => {
-            Some(format!("{}{:02}:{mi:02}:{s:02}.{us:06}", if *neg { "-" } else { "" }, u32::from(*h) + d * 24))
+            // As the snapshot reads it: the column's fractional digits, none for TIME(0).
+            let fsp = t.split_once('(').and_then(|(_, r)| r.trim_end_matches(')').parse::<usize>().ok()).unwrap_or(0);
+            let fraction = if fsp == 0 { String::new() } else { format!(".{:06}", us)[..=fsp.min(6)].to_string() };
+            Some(format!("{}{:02}:{mi:02}:{s:02}{fraction}", if *neg { "-" } else { "" }, u32::from(*h) + d * 24))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn enum_and_set_labels_are_read_from_the_column_type() {
+        assert_eq!(super::labels("enum('small','large')"), ["small", "large"]);
+        assert_eq!(super::labels("set('a','it''s','c,d')"), ["a", "it's", "c,d"]);
+    }
 }

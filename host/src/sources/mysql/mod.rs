@@ -204,7 +204,16 @@ impl SourceConfig for MysqlSource {
         let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
         let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
         let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let scope = Arc::new(Scope { db: self.database.clone(), include, exclude, binary: self.binary_handling });
+        let zone = match server.server_time_zone.as_deref() {
+            None => None,
+            Some(z) if z.eq_ignore_ascii_case("UTC") => None,
+            Some(z) => Some(z.parse::<chrono_tz::Tz>().map_err(|_| {
+                anyhow::anyhow!(
+                    "{key}.server_time_zone: {z:?} is not a time zone name; give one such as \"UTC\" or \"Asia/Shanghai\""
+                )
+            })?),
+        };
+        let scope = Arc::new(Scope { db: self.database.clone(), include, exclude, binary: self.binary_handling, zone });
         let tables = discover(&pool, &scope)
             .await
             .with_context(|| format!("reading the tables of `{}` at {}", self.database, server.host))?;
@@ -236,6 +245,20 @@ struct Scope {
     include: regex::Regex,
     exclude: Option<regex::Regex>,
     binary: types::BinaryHandling,
+    /// `server_time_zone`: where TIMESTAMP values are shown (none: UTC).
+    zone: Option<chrono_tz::Tz>,
+}
+
+impl Scope {
+    /// A TIMESTAMP value, `micros` after the epoch, as wall time in the source's zone.
+    fn timestamp(&self, micros: i64) -> String {
+        let Some(zone) = self.zone else { return sluice_guest::batch::format_datetime_micros(micros) };
+        use chrono::{Offset, TimeZone};
+        let offset = zone
+            .offset_from_utc_datetime(&chrono::DateTime::from_timestamp_micros(micros).unwrap_or_default().naive_utc());
+        let shift = i64::from(offset.fix().local_minus_utc()) * 1_000_000;
+        sluice_guest::batch::format_datetime_micros(micros + shift)
+    }
 }
 
 impl Scope {
@@ -697,6 +720,12 @@ impl SourceReader for ChunkReader {
             let texts: Vec<Option<String>> = (0..t.columns.len())
                 .map(|i| match row.as_ref(i) {
                     None | Some(mysql_async::Value::NULL) => Ok(None),
+                    Some(mysql_async::Value::Bytes(b)) if self.scope.zone.is_some() && t.columns[i].is_timestamp() => {
+                        let text = String::from_utf8_lossy(b);
+                        let utc = sluice_guest::batch::parse_datetime_micros(&text)
+                            .map_err(|e| format!("column `{}`: {text:?}: {}", t.columns[i].name, e.message))?;
+                        Ok(Some(self.scope.timestamp(utc)))
+                    }
                     Some(mysql_async::Value::Bytes(b)) => t.columns[i].text(b, self.scope.binary, false).map(Some),
                     Some(other) => Ok(Some(other.as_sql(true).trim_matches('\'').to_string())),
                 })

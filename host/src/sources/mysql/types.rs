@@ -70,6 +70,11 @@ impl MysqlColumn {
         })
     }
 
+    /// Whether the column is a TIMESTAMP (an instant, where DATETIME is a wall time).
+    pub fn is_timestamp(&self) -> bool {
+        self.column_type.to_ascii_lowercase().starts_with("timestamp")
+    }
+
     /// Whether the column holds bytes rather than text.
     pub fn is_binary(&self) -> bool {
         let t = self.column_type.to_ascii_lowercase();
