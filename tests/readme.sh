@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's first commands, exactly as written, from the root of a fresh clone with no plugin
-# built: the quick start, then `sluice plugin test` on the quick start's plugin. Each line is taken
+# The README's commands, exactly as written, from the root of a fresh clone with no plugin built:
+# the quick start, `sluice plugin test` on the quick start's plugin, the sync command's
+# `--print-pipeline` example and the MySQL mirror. Each line is taken
 # from README.md itself, so the test and the README cannot drift apart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,9 +18,12 @@ readme_line() {
 quick_start=$(readme_line 'cargo run --release -p sluice -- run pipelines/quickstart.toml')
 rows_line=$(readme_line "printf '{\"name\":\"James\"")
 plugin_test=$(readme_line 'sluice plugin test plugins/student-trans --input rows.jsonl')
+load_shop=$(readme_line 'mysql -h 127.0.0.1 -u root < pipelines/mysql-sync.sql')
+mirror=$(readme_line 'cargo run --release -p sluice -- run pipelines/mysql-sync.toml')
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+maria_pid=""
+trap '[ -n "$maria_pid" ] && kill "$maria_pid" 2>/dev/null; rm -rf "$work"' EXIT
 git clone -q "$root" "$work/sluice"
 cd "$work/sluice"
 # A clone has no plugins/target: the quick start must build the plugin itself.
@@ -49,4 +53,22 @@ echo "\$ $sync_command"
 out=$(bash -c "$sync_command") || { echo "$out"; echo "FAILED: sluice mysql-sync-database" >&2; exit 1; }
 grep -qF 'database = "test_db"' <<<"$out" || { echo "$out"; echo "FAILED: the printed pipeline has no target database" >&2; exit 1; }
 if grep -qF '123456' <<<"$out"; then echo "FAILED: the printed pipeline shows a password" >&2; exit 1; fi
-echo "README quick start, plugin test and sync example: ok"
+# The MySQL mirror runs against the machine's MariaDB on 127.0.0.1:3306, as the README says; where
+# none answers there, one is started on that port for this test.
+if ! mysql -h 127.0.0.1 -u root -e 'SELECT 1' >/dev/null 2>&1; then
+  mkdir -p "$work/maria/tmp"
+  mariadb-install-db --no-defaults --auth-root-authentication-method=normal --skip-test-db --user=root \
+    --datadir="$work/maria/data" --tmpdir="$work/maria/tmp" >/dev/null
+  mariadbd --no-defaults --datadir="$work/maria/data" --tmpdir="$work/maria/tmp" --port=3306 \
+    --bind-address=127.0.0.1 --socket="$work/maria/sock" --user=root >/dev/null 2>&1 &
+  maria_pid=$!
+  for _ in $(seq 1 100); do mysql -h 127.0.0.1 -u root -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
+fi
+echo "\$ $load_shop"
+bash -c "$load_shop"
+echo "\$ $mirror"
+out=$(bash -c "$mirror" 2>&1) || { echo "$out"; echo "FAILED: the MySQL mirror" >&2; exit 1; }
+echo "$out"
+grep -qE '^finished at checkpoint [0-9]+: 10 rows read, 10 rows written' <<<"$out" \
+  || { echo "FAILED: the MySQL mirror did not write the 10 rows of pipelines/mysql-sync.sql" >&2; exit 1; }
+echo "README quick start, plugin test, sync example and MySQL mirror: ok"

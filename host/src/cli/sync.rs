@@ -137,10 +137,7 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
                     .with_context(|| format!("--mysql-conf server-id={v}: expected a number"))?;
                 mysql.insert("server_id".into(), Value::Integer(id));
             }
-            "server-time-zone" if v.eq_ignore_ascii_case("UTC") => {}
-            "server-time-zone" => {
-                bail!("--mysql-conf server-time-zone={v}: only UTC is supported (TIMESTAMP values are read as UTC)")
-            }
+            "server-time-zone" => drop(mysql.insert("server_time_zone".into(), v.into())),
             "scan.startup.mode" => drop(start.insert("mode".into(), v.into())),
             "scan.startup.specific-offset.file" => drop(offset.insert("file".into(), v.into())),
             "scan.startup.specific-offset.pos" => drop(offset.insert(

@@ -125,3 +125,14 @@ fn a_crate_without_a_build_target_says_how_to_fix_it() {
     assert!(!ok);
     assert!(stderr.contains("file not found; pass a `.wasm` component or a plugin crate directory"), "{stderr}");
 }
+
+#[test]
+fn an_unknown_sync_flag_is_named_with_a_hint() {
+    let (ok, _, err) = sluice(&["mysql-sync-database", "--database", "d", "--mysql-confx", "hostname=h"]);
+    assert!(!ok);
+    assert!(err.contains("unexpected argument '--mysql-confx' found"), "{err}");
+    assert!(err.contains("a similar argument exists: '--mysql-conf'"), "{err}");
+    let (ok, _, err) = sluice(&["mysql-sync-database", "--database", "d", "--schema-change-mode", "regex"]);
+    assert!(!ok);
+    assert!(err.contains("[possible values: debezium_structure, sql_parser]"), "{err}");
+}

@@ -863,3 +863,83 @@ async fn every_type_arrives_unchanged_from_the_snapshot_and_the_binlog() {
     stop.send(true).unwrap();
     task.await.unwrap().0.unwrap_or_else(|e| panic!("{e:#}"));
 }
+
+/// `[[sink.route]]` (the connector's multi-to-one): tables whose names match go to one Doris
+/// table, created once and checked for the others; the rest get the prefix and suffix. A table
+/// that exists without a source column is an error saying what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tables_route_to_one_and_an_existing_table_is_checked() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; CREATE TABLE app.order_1 (id INT PRIMARY KEY, amount INT); \
+         CREATE TABLE app.order_2 (id INT PRIMARY KEY, amount INT); CREATE TABLE app.users (id INT PRIMARY KEY); \
+         INSERT INTO app.order_1 VALUES (1, 10), (2, 20); INSERT INTO app.order_2 VALUES (3, 30); INSERT INTO app.users VALUES (7)",
+    );
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = |name: &str, sink: &str| {
+        let text = format!(
+            "[pipeline]\nname = \"{name}\"\n\n[connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+             [doris]\nfenodes = {}\n\n[[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\n\
+             scan.startup.mode = \"snapshot\"\n\n[[sink]]\ntype = \"doris\"\n{sink}\n",
+            maria.port,
+            doris.fenodes()
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let routed = pipeline(
+        "routed",
+        "database = \"ods\"\ntable_prefix = \"src_\"\ntable_suffix = \"_v1\"\n\
+         [[sink.route]]\norigin = \"order_\\\\d+\"\ntarget = \"orders\"",
+    );
+    let (_stop, task) = spawn_run(&routed);
+    let (report, _) = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+    assert!(report.unwrap().finished);
+    assert_eq!(doris.sql("SHOW TABLES FROM ods"), ["orders", "src_users_v1"]);
+    assert_eq!(doris.sql("SELECT id, amount FROM ods.orders ORDER BY id"), ["1\t10", "2\t20", "3\t30"]);
+    assert_eq!(doris.sql("SELECT id FROM ods.src_users_v1"), ["7"]);
+
+    doris.sql(
+        "CREATE TABLE ods.users (id INT NOT NULL) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"replication_num\" = \"1\")",
+    );
+    maria.sql("ALTER TABLE app.users ADD COLUMN name VARCHAR(10)");
+    let checked = pipeline("checked", "database = \"ods\"");
+    let (_stop, task) = spawn_run(&checked);
+    let (report, _) = tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+    let error = format!("{:#}", report.unwrap_err());
+    assert!(
+        error.contains("the Doris table `ods.users` exists without column `name` of `app.users`; its columns are id"),
+        "{error}"
+    );
+}
+
+/// The binlog file a checkpoint points into is purged while the pipeline is down: the restart
+/// stops at once, naming the file and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purged_binlog_stops_the_restart_naming_the_file() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql("CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY); INSERT INTO app.t VALUES (1)");
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = startup_pipeline(dir.path(), &maria, &doris, "ods", "scan.startup.mode = \"initial\"");
+    let (stop, task) = spawn_run(&path);
+    converges(&maria, &doris, "SELECT id FROM app.t", "SELECT id FROM ods.t").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stop.send(true).unwrap();
+    task.await.unwrap().0.unwrap();
+    maria.sql(
+        "FLUSH BINARY LOGS; INSERT INTO app.t VALUES (2); FLUSH BINARY LOGS; PURGE BINARY LOGS TO 'binlog.000003'",
+    );
+    let (_stop, task) = spawn_run(&path);
+    let (report, _) = tokio::time::timeout(Duration::from_secs(60), task).await.expect("it stops").unwrap();
+    let error = format!("{:#}", report.unwrap_err());
+    assert!(error.contains("the binlog at binlog.000001:"), "{error}");
+    assert!(error.contains("is gone from the server"), "{error}");
+    assert!(
+        error.contains("start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`"),
+        "{error}"
+    );
+}

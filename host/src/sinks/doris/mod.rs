@@ -527,13 +527,18 @@ impl SinkWriter for DorisSinkWriter {
                 let r = &self.rules;
                 schema::alter_table(db, table, &info.columns, change, r.mode, r.behavior, r.truncate)?
             }
-            Err(crate::doris::DorisError::Table { .. }) => vec![schema::create_table(db, table, change, &self.rules)?],
+            Err(crate::doris::DorisError::Table { .. }) => vec![
+                format!("CREATE DATABASE IF NOT EXISTS {}", crate::doris::scan::quote(db)),
+                schema::create_table(db, table, change, &self.rules)?,
+            ],
             Err(e) => return Err(from_doris(e)),
         };
         let ddl = change.ddl.as_deref().map(|d| format!(" for `{d}`")).unwrap_or_default();
         for stmt in statements {
             tracing::info!(table = %target, "schema change of `{}`: {stmt}", change.table);
-            match client.query(db, &stmt).await {
+            // The database may not be there yet: its statement runs in one that is.
+            let on = if stmt.starts_with("CREATE DATABASE") { "information_schema" } else { db };
+            match client.query(on, &stmt).await {
                 Ok(_) => {}
                 // A change replayed after a crash may be in place already.
                 Err(e) if e.to_string().contains("Nothing is changed") => {}

@@ -81,6 +81,8 @@ pub struct Follower {
     checksums: bool,
     /// Events of the first transaction already handed out before a restart.
     skip: u64,
+    /// Where the stream was opened (a purged binlog is found on the first read).
+    opened: BinlogPosition,
 }
 
 impl Follower {
@@ -124,10 +126,7 @@ impl Follower {
         let stream = conn.get_binlog_stream(request).await.map_err(|e| {
             let text = e.to_string();
             if text.contains("Could not find first log file") || text.contains("1236") {
-                anyhow::anyhow!(
-                    "the binlog at {} is gone from the server ({text}); the changes since then cannot be read: start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`",
-                    at.describe()
-                )
+                gone(at, &text)
             } else {
                 Restartable::error(format!("opening the binlog at {}: {text}", at.describe()))
             }
@@ -153,6 +152,7 @@ impl Follower {
             skipping: false,
             checksums,
             skip,
+            opened: at.clone(),
         })
     }
 
@@ -177,7 +177,14 @@ impl Follower {
             let Some(event) = self.stream.next().await else {
                 return Err(Restartable::error("the MySQL server closed the binlog stream"));
             };
-            let event = event.map_err(|e| Restartable::error(format!("reading the binlog: {e}")))?;
+            let event = event.map_err(|e| {
+                let text = e.to_string();
+                if text.contains("Could not find first log file") || text.contains("1236") {
+                    gone(&self.opened, &text)
+                } else {
+                    Restartable::error(format!("reading the binlog: {text}"))
+                }
+            })?;
             let end = u64::from(event.header().log_pos());
             self.skipping = self.skip_before.is_some_and(|t| event.header().timestamp() < t);
             if event.header().event_type_raw() == MARIADB_GTID_EVENT {
@@ -425,6 +432,15 @@ fn labels(column_type: &str) -> Vec<String> {
         out.push(label);
     }
     out
+}
+
+/// The binlog the pipeline would read next is no longer on the server (purged): what is lost and
+/// what to do. Not worth a restart.
+fn gone(at: &BinlogPosition, text: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the binlog at {} is gone from the server ({text}); the changes since then cannot be read: start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`",
+        at.describe()
+    )
 }
 
 /// MariaDB's GTID event (which `mysql_common` does not decode).
