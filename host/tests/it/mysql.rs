@@ -943,3 +943,27 @@ async fn a_purged_binlog_stops_the_restart_naming_the_file() {
         "{error}"
     );
 }
+
+/// A DDL Doris refuses (dropping the key column of a UNIQUE table) stops the pipeline under
+/// `evolve`, naming the Doris statement, the source's DDL and Doris' error; the rows before it
+/// are in Doris.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ddl_doris_refuses_stops_the_pipeline_naming_it_and_the_error() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql("CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY, v INT); INSERT INTO app.t VALUES (1, 1)");
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = startup_pipeline(dir.path(), &maria, &doris, "ods", "scan.startup.mode = \"initial\"");
+    let (_stop, task) = spawn_run(&path);
+    converges(&maria, &doris, "SELECT id, v FROM app.t", "SELECT id, v FROM ods.t").await.unwrap();
+    maria.sql("INSERT INTO app.t VALUES (2, 2); ALTER TABLE app.t DROP COLUMN id; INSERT INTO app.t VALUES (3)");
+    let (report, _) = tokio::time::timeout(Duration::from_secs(60), task).await.expect("it stops").unwrap();
+    let error = format!("{:#}", report.unwrap_err());
+    assert!(
+        error.contains("`ods.t`: Doris refused `ALTER TABLE `ods`.`t` DROP COLUMN `id`` for `ALTER TABLE app.t DROP COLUMN id` of `app.t`"),
+        "{error}"
+    );
+    assert!(error.contains("Can not drop key column in Unique data model table: id"), "{error}");
+    assert!(error.contains("set `schema_change.behavior = \"try_evolve\"` to go on without it"), "{error}");
+    assert_eq!(doris.sql("SELECT id, v FROM ods.t ORDER BY id"), ["1\t1", "2\t2"]);
+}
