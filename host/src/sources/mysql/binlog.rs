@@ -102,9 +102,12 @@ impl Follower {
     ) -> anyhow::Result<Follower> {
         use mysql_async::prelude::Queryable;
         let mut conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
-        let mariadb = conn.server_version() >= (10, 0, 0)
-            && conn.query_first::<String, _>("SELECT VERSION()").await?.is_some_and(|v| v.contains("MariaDB"));
-        let checksum: Option<String> = conn.query_first("SELECT @@GLOBAL.binlog_checksum").await.ok().flatten();
+        // One round trip: whether it is MariaDB (its GTIDs) and whether it checksums events.
+        let (version, checksum): (String, Option<String>) = conn
+            .query_first("SELECT VERSION(), @@GLOBAL.binlog_checksum")
+            .await?
+            .context("SELECT VERSION() returned no row")?;
+        let mariadb = version.contains("MariaDB");
         let checksums = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
         let mut request = mysql_async::BinlogStreamRequest::new(server_id);
         if mariadb {
@@ -409,7 +412,7 @@ impl Follower {
 }
 
 /// The labels of `enum('a','b')` / `set('a','b')` (quotes doubled inside a label).
-fn labels(column_type: &str) -> Vec<String> {
+pub(super) fn labels(column_type: &str) -> Vec<String> {
     let inside = column_type.split_once('(').map_or("", |(_, r)| r.strip_suffix(')').unwrap_or(r));
     let mut out = Vec::new();
     let mut chars = inside.chars().peekable();
@@ -495,7 +498,7 @@ fn value_text(
             V::NULL => return Ok(None),
             other => anyhow::bail!("`{}`.`{}`: an ENUM/SET value {other:?} in the binlog", table.id, c.name),
         };
-        let labels = labels(&c.column_type);
+        let labels = &table.labels[column];
         let pick = |i: u64| labels.get(i as usize).cloned().unwrap_or_default();
         return Ok(Some(if t.starts_with("enum(") {
             // 0 is the empty string MySQL stores for an invalid value.

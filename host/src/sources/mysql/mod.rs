@@ -276,6 +276,8 @@ struct Table {
     columns: Vec<MysqlColumn>,
     primary_key: Vec<String>,
     schema: SchemaRef,
+    /// Per column, the labels of an ENUM or SET (the binlog carries their numbers); else empty.
+    labels: Vec<Vec<String>>,
 }
 
 /// A table as a position keeps it: what [`Table::new`] builds it from.
@@ -294,11 +296,23 @@ impl Table {
             .map(|c| Ok(ColumnDef::new(&c.name, c.doris_type()?, c.nullable)))
             .collect::<Result<Vec<_>, String>>()
             .map_err(|e| anyhow::anyhow!("table `{db}.{name}`: {e}"))?;
+        let labels = columns
+            .iter()
+            .map(|c| {
+                let t = c.column_type.to_ascii_lowercase();
+                if t.starts_with("enum(") || t.starts_with("set(") {
+                    binlog::labels(&c.column_type)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
         Ok(Table {
             id: TableId::new(format!("{db}.{name}")),
             db: db.to_string(),
             name: name.to_string(),
             columns,
+            labels,
             primary_key,
             schema: arrow_schema(&defs),
         })
