@@ -29,9 +29,21 @@ command -v mysql >/dev/null || missing+=(mariadb-client)
 # The MySQL source's tests start their own MariaDB (binlog on) from the server's binaries.
 command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null || missing+=(mariadb-server)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# The PostgreSQL source's tests start their own server (wal_level = logical) from its binaries.
+command -v psql >/dev/null || missing+=(postgresql-client)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
+
+# The Kafka source's tests run a real broker: tansu, built once into a directory kept between runs
+# like the target dirs (its SQLite storage; about 20 minutes the first time on 2 cores).
+tansu_root="${SLUICE_TOOLS_DIR:-/var/tmp/sluice-tools}/tansu"
+if [ ! -x "$tansu_root/bin/tansu" ]; then
+  step "tansu 0.6.0 (a Kafka-compatible broker for the Kafka tests; built once)"
+  CARGO_TARGET_DIR="$tansu_root-target" cargo install tansu --locked --version 0.6.0 --features libsql --root "$tansu_root"
+fi
+export SLUICE_TANSU="$tansu_root/bin/tansu"
 
 step "cargo fmt --check"
 cargo fmt --all --check

@@ -46,7 +46,10 @@ enum Command {
     /// Mirror a MySQL/MariaDB database into Doris: the Flink connector's CdcTools command, with its
     /// flags.
     MysqlSyncDatabase(sync::SyncArgs),
-    /// Mirror a whole database into Doris: `sluice sync-database mysql …`.
+    /// Mirror a PostgreSQL schema into Doris: the Flink connector's CdcTools command, with its
+    /// flags.
+    PostgresSyncDatabase(sync::SyncArgs),
+    /// Mirror a whole database into Doris: `sluice sync-database mysql|postgres …`.
     #[command(subcommand)]
     SyncDatabase(SyncDatabase),
 }
@@ -56,6 +59,8 @@ enum Command {
 enum SyncDatabase {
     /// MySQL or MariaDB (the same as `sluice mysql-sync-database`).
     Mysql(sync::SyncArgs),
+    /// PostgreSQL (the same as `sluice postgres-sync-database`).
+    Postgres(sync::SyncArgs),
 }
 
 /// Run the command line and return the process exit code. Errors are one clear line on stderr.
@@ -67,7 +72,12 @@ pub fn main() -> ExitCode {
         Command::Run { file, quiet, metrics_addr, .. } => run::run(file, quiet, metrics_addr),
         Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),
-        Command::MysqlSyncDatabase(args) | Command::SyncDatabase(SyncDatabase::Mysql(args)) => sync::run(args, false),
+        Command::MysqlSyncDatabase(args) | Command::SyncDatabase(SyncDatabase::Mysql(args)) => {
+            sync::run(sync::Origin::Mysql, args, false)
+        }
+        Command::PostgresSyncDatabase(args) | Command::SyncDatabase(SyncDatabase::Postgres(args)) => {
+            sync::run(sync::Origin::Postgres, args, false)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

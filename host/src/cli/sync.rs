@@ -1,7 +1,8 @@
-//! `sluice mysql-sync-database` (also `sluice sync-database mysql`): the Flink connector's
-//! CdcTools command, whose flags a Flink user's command keeps as written (everything before the
-//! job name deleted). It writes the equivalent pipeline — a `mysql` source and a Doris sink in
-//! `database` mode — and runs it, or prints it (`--print-pipeline`) for `sluice run`.
+//! `sluice mysql-sync-database` and `sluice postgres-sync-database` (also `sluice sync-database
+//! mysql|postgres`): the Flink connector's CdcTools commands, whose flags a Flink user's command
+//! keeps as written (everything before the job name deleted). Each writes the equivalent pipeline
+//! — a `mysql` or `postgres` source and a Doris sink in `database` mode — and runs it, or prints
+//! it (`--print-pipeline`) for `sluice run`.
 
 use std::path::PathBuf;
 
@@ -33,6 +34,10 @@ pub struct SyncArgs {
     /// server-id, scan.startup.mode, scan.incremental.snapshot.chunk.size).
     #[arg(long = "mysql-conf", value_name = "KEY=VALUE")]
     mysql_conf: Vec<String>,
+    /// A Postgres CDC source option `key=value` (hostname, port, username, password,
+    /// database-name, schema-name, slot.name, decoding.plugin.name, scan.startup.mode, …).
+    #[arg(long = "postgres-conf", value_name = "KEY=VALUE")]
+    postgres_conf: Vec<String>,
     /// A Doris sink option `key=value` (fenodes, username, password, jdbc-url, sink.label-prefix,
     /// sink.enable-2pc, sink.properties.*).
     #[arg(long = "sink-conf", value_name = "KEY=VALUE")]
@@ -104,9 +109,28 @@ const MYSQL_KEYS: &[&str] = &[
 const SINK_KEYS: &[&str] =
     &["fenodes", "username", "password", "jdbc-url", "sink.label-prefix", "sink.enable-2pc", "sink.properties.*"];
 
-/// The pipeline of the command, as TOML; `secrets` = write the passwords given (for running),
-/// else name environment variables for them (for printing).
-fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
+/// The database a command mirrors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Mysql,
+    Postgres,
+}
+
+impl Origin {
+    fn name(self) -> &'static str {
+        match self {
+            Origin::Mysql => "mysql",
+            Origin::Postgres => "postgres",
+        }
+    }
+}
+
+fn number(flag: &str, k: &str, v: &str) -> anyhow::Result<toml::Value> {
+    Ok(toml::Value::Integer(v.parse().with_context(|| format!("{flag} {k}={v}: expected a number"))?))
+}
+
+/// The connection and source of `--mysql-conf`.
+fn mysql_source(args: &SyncArgs, secrets: bool) -> anyhow::Result<(toml::Table, toml::Table)> {
     use toml::Value;
     let mut mysql = toml::Table::new();
     mysql.insert("type".into(), "mysql".into());
@@ -117,13 +141,11 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
     let mut start = toml::Table::new();
     start.insert("mode".into(), "initial".into());
     let mut offset = toml::Table::new();
-    for (k, v) in pairs("--mysql-conf", &args.mysql_conf)? {
+    let flag = "--mysql-conf";
+    for (k, v) in pairs(flag, &args.mysql_conf)? {
         match k.as_str() {
             "hostname" => drop(mysql.insert("host".into(), v.into())),
-            "port" => drop(mysql.insert(
-                "port".into(),
-                Value::Integer(v.parse().with_context(|| format!("--mysql-conf port={v}: expected a port"))?),
-            )),
+            "port" => drop(mysql.insert("port".into(), number(flag, &k, &v)?)),
             "username" => drop(mysql.insert("user".into(), v.into())),
             "password" if secrets => drop(mysql.insert("password".into(), v.into())),
             "password" => drop(mysql.insert("password_env".into(), "MYSQL_PASSWORD".into())),
@@ -140,39 +162,107 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
             "server-time-zone" => drop(mysql.insert("server_time_zone".into(), v.into())),
             "scan.startup.mode" => drop(start.insert("mode".into(), v.into())),
             "scan.startup.specific-offset.file" => drop(offset.insert("file".into(), v.into())),
-            "scan.startup.specific-offset.pos" => drop(offset.insert(
-                "pos".into(),
-                Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected a number"))?),
-            )),
+            "scan.startup.specific-offset.pos" => drop(offset.insert("pos".into(), number(flag, &k, &v)?)),
             "scan.startup.specific-offset.gtid-set" => drop(offset.insert("gtid_set".into(), v.into())),
             "scan.startup.timestamp-millis" => drop(start.insert(
                 "timestamp_millis".into(),
                 Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected milliseconds"))?),
             )),
-            "scan.incremental.snapshot.chunk.size" => drop(source.insert(
-                "chunk_size".into(),
-                Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected a number"))?),
-            )),
-            _ => return Err(unknown("--mysql-conf", &k, MYSQL_KEYS)),
+            "scan.incremental.snapshot.chunk.size" => drop(source.insert("chunk_size".into(), number(flag, &k, &v)?)),
+            _ => return Err(unknown(flag, &k, MYSQL_KEYS)),
         }
     }
-    for required in ["host"] {
-        if !mysql.contains_key(required) {
-            bail!("--mysql-conf hostname=…: required");
-        }
+    if !mysql.contains_key("host") {
+        bail!("--mysql-conf hostname=…: required");
     }
     if !source.contains_key("database") {
         bail!("--mysql-conf database-name=…: required (the MySQL database to sync)");
     }
-    let mut scan = toml::Table::new();
     if !offset.is_empty() {
         start.insert("specific_offset".into(), Value::Table(offset));
     }
+    let mut scan = toml::Table::new();
     scan.insert("startup".into(), Value::Table(start));
+    source.insert("scan".into(), Value::Table(scan));
+    Ok((mysql, source))
+}
+
+const POSTGRES_KEYS: &[&str] = &[
+    "hostname",
+    "port",
+    "username",
+    "password",
+    "database-name",
+    "schema-name",
+    "slot.name",
+    "decoding.plugin.name",
+    "debezium.publication.name",
+    "server-time-zone",
+    "scan.startup.mode",
+    "scan.incremental.snapshot.chunk.size",
+];
+
+/// The connection and source of `--postgres-conf`.
+fn postgres_source(args: &SyncArgs, secrets: bool) -> anyhow::Result<(toml::Table, toml::Table)> {
+    use toml::Value;
+    let mut pg = toml::Table::new();
+    pg.insert("type".into(), "postgres".into());
+    pg.insert("user".into(), "postgres".into());
+    let mut source = toml::Table::new();
+    source.insert("type".into(), "postgres".into());
+    source.insert("connection".into(), "source".into());
+    let mut start = toml::Table::new();
+    start.insert("mode".into(), "initial".into());
+    let flag = "--postgres-conf";
+    for (k, v) in pairs(flag, &args.postgres_conf)? {
+        match k.as_str() {
+            "hostname" => drop(pg.insert("host".into(), v.into())),
+            "port" => drop(pg.insert("port".into(), number(flag, &k, &v)?)),
+            "username" => drop(pg.insert("user".into(), v.into())),
+            "password" if secrets => drop(pg.insert("password".into(), v.into())),
+            "password" => drop(pg.insert("password_env".into(), "POSTGRES_PASSWORD".into())),
+            "database-name" => drop(source.insert("database".into(), v.into())),
+            "schema-name" => drop(source.insert("schema".into(), v.into())),
+            "slot.name" => drop(source.insert("slot_name".into(), v.into())),
+            "decoding.plugin.name" => drop(source.insert("decoding_plugin".into(), v.into())),
+            "debezium.publication.name" => drop(source.insert("publication_name".into(), v.into())),
+            "server-time-zone" => drop(pg.insert("server_time_zone".into(), v.into())),
+            "scan.startup.mode" => drop(start.insert("mode".into(), v.into())),
+            "scan.incremental.snapshot.chunk.size" => drop(source.insert("chunk_size".into(), number(flag, &k, &v)?)),
+            _ => return Err(unknown(flag, &k, POSTGRES_KEYS)),
+        }
+    }
+    for (key, option) in
+        [("host", "hostname"), ("database", "database-name"), ("schema", "schema-name"), ("slot_name", "slot.name")]
+    {
+        if !pg.contains_key(key) && !source.contains_key(key) {
+            bail!("--postgres-conf {option}=…: required");
+        }
+    }
+    let mut scan = toml::Table::new();
+    scan.insert("startup".into(), Value::Table(start));
+    source.insert("scan".into(), Value::Table(scan));
+    Ok((pg, source))
+}
+
+/// The pipeline of the command, as TOML; `secrets` = write the passwords given (for running),
+/// else name environment variables for them (for printing).
+fn pipeline(origin: Origin, args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
+    use toml::Value;
+    let other = match origin {
+        Origin::Mysql => (!args.postgres_conf.is_empty()).then_some("--postgres-conf"),
+        Origin::Postgres => (!args.mysql_conf.is_empty()).then_some("--mysql-conf"),
+    };
+    if let Some(flag) = other {
+        bail!("{flag} is not an option of {}-sync-database", origin.name());
+    }
+    let (connection, mut source) = match origin {
+        Origin::Mysql => mysql_source(args, secrets)?,
+        Origin::Postgres => postgres_source(args, secrets)?,
+    };
     if args.create_table_only.is_some() {
         source.insert("schema_only".into(), Value::Boolean(true));
     }
-    source.insert("scan".into(), Value::Table(scan));
     if let Some(t) = &args.including_tables {
         source.insert("include".into(), t.clone().into());
     }
@@ -256,7 +346,7 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
     }
 
     let mut section = toml::Table::new();
-    let name = args.job_name.clone().unwrap_or_else(|| format!("mysql-sync-{}", args.database));
+    let name = args.job_name.clone().unwrap_or_else(|| format!("{}-sync-{}", origin.name(), args.database));
     let name: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     section.insert("name".into(), name.into());
@@ -274,7 +364,7 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
     let mut file = toml::Table::new();
     file.insert("pipeline".into(), Value::Table(section));
     let mut connections = toml::Table::new();
-    connections.insert("source".into(), Value::Table(mysql));
+    connections.insert("source".into(), Value::Table(connection));
     file.insert("connections".into(), Value::Table(connections));
     file.insert("doris".into(), Value::Table(doris));
     file.insert("source".into(), Value::Array(vec![Value::Table(source)]));
@@ -283,13 +373,13 @@ fn pipeline(args: &SyncArgs, secrets: bool) -> anyhow::Result<String> {
 }
 
 /// Run the command: print the pipeline, or run it (state under `.sluice/<name>` here).
-pub fn run(args: SyncArgs, quiet: bool) -> anyhow::Result<()> {
+pub fn run(origin: Origin, args: SyncArgs, quiet: bool) -> anyhow::Result<()> {
     if args.print_pipeline {
-        print!("{}", pipeline(&args, false)?);
+        print!("{}", pipeline(origin, &args, false)?);
         return Ok(());
     }
-    let text = pipeline(&args, true)?;
-    let name = toml::from_str::<toml::Table>(&text)?["pipeline"]["name"].as_str().unwrap_or("mysql-sync").to_string();
+    let text = pipeline(origin, &args, true)?;
+    let name = toml::from_str::<toml::Table>(&text)?["pipeline"]["name"].as_str().unwrap_or("sync").to_string();
     let file = PathBuf::from(format!("{name}.toml"));
     let pipeline = crate::pipeline::load_str(&file, &text)?;
     super::run::run_pipeline(file, pipeline, quiet, None)
@@ -319,7 +409,7 @@ mod tests {
 
     #[test]
     fn the_seeds_command_becomes_a_pipeline_that_loads() {
-        let printed = pipeline(&args(SEED), false).unwrap();
+        let printed = pipeline(Origin::Mysql, &args(SEED), false).unwrap();
         assert!(!printed.contains("123456"), "no secret is printed: {printed}");
         assert!(printed.contains("password_env = \"MYSQL_PASSWORD\""), "{printed}");
         let p = crate::pipeline::load_str(std::path::Path::new("p.toml"), &printed).unwrap();
@@ -332,7 +422,42 @@ mod tests {
         assert_eq!((sink.database.as_deref(), sink.label_prefix.as_deref()), (Some("test_db"), Some("label")));
         assert_eq!(sink.table_properties.get("replication_num").map(String::as_str), Some("1"));
         // Running it keeps the passwords given.
-        assert!(pipeline(&args(SEED), true).unwrap().contains("password = \"123456\""));
+        assert!(pipeline(Origin::Mysql, &args(SEED), true).unwrap().contains("password = \"123456\""));
+    }
+
+    #[test]
+    fn the_seeds_postgres_command_becomes_a_pipeline_that_loads() {
+        let seed = "-Dexecution.checkpointing.interval=10s -Dparallelism.default=1 --database db1 \
+            --postgres-conf hostname=127.0.0.1 --postgres-conf port=5432 --postgres-conf username=postgres \
+            --postgres-conf password=123456 --postgres-conf database-name=postgres --postgres-conf schema-name=public \
+            --postgres-conf slot.name=test --postgres-conf decoding.plugin.name=pgoutput --including-tables tbl1|tbl2 \
+            --sink-conf fenodes=127.0.0.1:8030 --sink-conf username=root --sink-conf password= \
+            --sink-conf jdbc-url=jdbc:mysql://127.0.0.1:9030 --sink-conf sink.label-prefix=label --table-conf replication_num=1";
+        let printed = pipeline(Origin::Postgres, &args(seed), false).unwrap();
+        assert!(!printed.contains("123456") && printed.contains("password_env = \"POSTGRES_PASSWORD\""), "{printed}");
+        let p = crate::pipeline::load_str(std::path::Path::new("p.toml"), &printed).unwrap();
+        assert_eq!(p.pipeline.name, "postgres-sync-db1");
+        let source: &crate::sources::postgres::PostgresSource = p.source[0].config.as_any().downcast_ref().unwrap();
+        assert_eq!(
+            (source.database.as_str(), source.schema.as_str(), source.slot_name.as_str(), source.include.as_str()),
+            ("postgres", "public", "test", "tbl1|tbl2")
+        );
+        assert_eq!((source.decoding_plugin.as_str(), source.scan.startup.mode.as_str()), ("pgoutput", "initial"));
+        let e = pipeline(
+            Origin::Postgres,
+            &args(
+                "--database d --postgres-conf hostname=h --postgres-conf database-name=x --postgres-conf schema-name=public --sink-conf fenodes=f",
+            ),
+            false,
+        );
+        assert_eq!(e.unwrap_err().to_string(), "--postgres-conf slot.name=…: required");
+        let e = pipeline(Origin::Postgres, &args("--database d --mysql-conf hostname=h"), false);
+        assert_eq!(e.unwrap_err().to_string(), "--mysql-conf is not an option of postgres-sync-database");
+        let e = pipeline(Origin::Postgres, &args("--database d --postgres-conf slot=x"), false).unwrap_err();
+        assert!(
+            e.to_string().starts_with("--postgres-conf slot: not an option Sluice takes; accepted: hostname"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -343,7 +468,7 @@ mod tests {
             --mysql-conf scan.startup.mode=specific-offset --mysql-conf scan.startup.specific-offset.file=binlog.000003 \
             --mysql-conf scan.startup.specific-offset.pos=154 --table-conf table-buckets=orders:10,.*:4 \
             --table-conf table-partitions=orders:at:day --table-conf replication_num=1";
-        let printed = pipeline(&args(line), false).unwrap();
+        let printed = pipeline(Origin::Mysql, &args(line), false).unwrap();
         let p = crate::pipeline::load_str(std::path::Path::new("p.toml"), &printed).unwrap();
         let source: &crate::sources::mysql::MysqlSource = p.source[0].config.as_any().downcast_ref().unwrap();
         assert!(source.schema_only);
@@ -358,6 +483,7 @@ mod tests {
         assert_eq!(sink.table_partitions.as_deref(), Some("orders:at:day"));
         assert_eq!(sink.table_properties.keys().collect::<Vec<_>>(), ["replication_num"]);
         let e = pipeline(
+            Origin::Mysql,
             &args(
                 "--database d --mysql-conf hostname=h --mysql-conf database-name=x --sink-conf fenodes=f --multi-to-one-origin a|b --multi-to-one-target c",
             ),
@@ -374,15 +500,17 @@ mod tests {
 
     #[test]
     fn a_wrong_key_names_the_flag_and_the_accepted_keys() {
-        let e = pipeline(&args("--database d --mysql-conf hostnme=h --sink-conf fenodes=f"), false).unwrap_err();
+        let e = pipeline(Origin::Mysql, &args("--database d --mysql-conf hostnme=h --sink-conf fenodes=f"), false)
+            .unwrap_err();
         assert!(
             e.to_string().starts_with("--mysql-conf hostnme: not an option Sluice takes; accepted: hostname, port"),
             "{e}"
         );
         let e =
-            pipeline(&args("--database d --mysql-conf hostname=h --mysql-conf database-name=x"), false).unwrap_err();
+            pipeline(Origin::Mysql, &args("--database d --mysql-conf hostname=h --mysql-conf database-name=x"), false)
+                .unwrap_err();
         assert_eq!(e.to_string(), "--sink-conf fenodes=…: required (the Doris FEs, host:http_port)");
-        let e = pipeline(&args("--database d --mysql-conf hostname=h --mysql-conf database-name=x --sink-conf fenodes=f --sink-conf sink.bogus=1"), false).unwrap_err();
+        let e = pipeline(Origin::Mysql, &args("--database d --mysql-conf hostname=h --mysql-conf database-name=x --sink-conf fenodes=f --sink-conf sink.bogus=1"), false).unwrap_err();
         assert!(e.to_string().starts_with("--sink-conf sink.bogus: not an option Sluice takes"), "{e}");
     }
 }

@@ -515,10 +515,10 @@ cache.ttl = "300s"
             "pipeline.toml:4: pipeline.checkpoint_interval: expected a duration such as \"10s\" or \"500ms\", got \"often\""
         );
 
-        let bad_type = GOOD.replace("type = \"datagen\"", "type = \"kafka\"");
+        let bad_type = GOOD.replace("type = \"datagen\"", "type = \"mongodb\"");
         assert_eq!(
             err(&bad_type),
-            "pipeline.toml:11: source.type: expected one of \"datagen\", \"file\", \"doris\", \"mysql\", got \"kafka\""
+            "pipeline.toml:11: source.type: expected one of \"datagen\", \"file\", \"doris\", \"mysql\", \"postgres\", \"kafka\", got \"mongodb\""
         );
 
         let bad_schema = GOOD.replace("age INT\"", "age INTEGRAL\"");

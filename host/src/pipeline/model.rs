@@ -157,6 +157,27 @@ impl Connection {
     }
 }
 
+impl PipelineFile {
+    /// The connection `name` a source names (`source.connection`), which must be of `kind`;
+    /// `pick` takes it out of its variant.
+    pub fn source_connection<'f, T>(
+        &'f self,
+        name: &str,
+        kind: &str,
+        pick: impl FnOnce(&'f Connection) -> Option<&'f T>,
+    ) -> Result<&'f T, (String, String)> {
+        let key = || "source.connection".to_string();
+        match self.connections.get(name) {
+            Some(c) => pick(c)
+                .ok_or_else(|| (key(), format!("connection `{name}` is a {} connection, not a {kind} one", c.kind()))),
+            None => Err((
+                key(),
+                format!("there is no connection `{name}`; define it as [connections.{name}] with type = \"{kind}\""),
+            )),
+        }
+    }
+}
+
 /// `type = "mysql"` or `"postgres"`: a database server a source reads.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,6 +217,10 @@ pub fn password_from_env(var: Option<&str>, key: &str) -> Result<Option<String>,
 pub struct KafkaConnection {
     /// `host:port` of the brokers to bootstrap from.
     pub bootstrap_servers: Vec<String>,
+    /// librdkafka settings passed as they are (`security.protocol`, `sasl.mechanism`,
+    /// `ssl.ca.location`, …; the Flink connector's `properties.*`).
+    #[serde(default)]
+    pub properties: std::collections::BTreeMap<String, String>,
 }
 
 /// `[doris]`, or `[connections.<name>] type = "doris"`.

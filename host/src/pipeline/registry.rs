@@ -19,6 +19,8 @@ pub const SOURCES: &[Kind<dyn SourceConfig>] = &[
     source::<crate::sources::file::FileSource>("file"),
     source::<crate::sources::doris::DorisSource>("doris"),
     source::<crate::sources::mysql::MysqlSource>("mysql"),
+    source::<crate::sources::postgres::PostgresSource>("postgres"),
+    source::<crate::sources::kafka::KafkaSource>("kafka"),
 ];
 
 /// The transforms, by `type`.

@@ -1,10 +1,13 @@
 //! The sources: one module per `type`, each owning its options, their checks and its split
 //! enumerator and readers (see [`crate::runtime::source`]).
 
+mod chunks;
 pub mod datagen;
 pub mod doris;
 pub mod file;
+pub mod kafka;
 pub mod mysql;
+pub mod postgres;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,3 +18,27 @@ struct RowPosition {
 }
 
 impl crate::runtime::Position for RowPosition {}
+
+/// An instant, `micros` after the epoch, as wall time in `zone` (none: UTC): how a source shows
+/// a TIMESTAMP (MySQL) or TIMESTAMPTZ (PostgreSQL) value in a Doris DATETIME.
+pub(crate) fn wall_time(zone: Option<chrono_tz::Tz>, micros: i64) -> String {
+    let Some(zone) = zone else { return sluice_guest::batch::format_datetime_micros(micros) };
+    use chrono::{Offset, TimeZone};
+    let offset =
+        zone.offset_from_utc_datetime(&chrono::DateTime::from_timestamp_micros(micros).unwrap_or_default().naive_utc());
+    let shift = i64::from(offset.fix().local_minus_utc()) * 1_000_000;
+    sluice_guest::batch::format_datetime_micros(micros + shift)
+}
+
+/// `server_time_zone` of connection `key`: none for UTC.
+pub(crate) fn time_zone(zone: Option<&str>, key: &str) -> anyhow::Result<Option<chrono_tz::Tz>> {
+    match zone {
+        None => Ok(None),
+        Some(z) if z.eq_ignore_ascii_case("UTC") => Ok(None),
+        Some(z) => Ok(Some(z.parse::<chrono_tz::Tz>().map_err(|_| {
+            anyhow::anyhow!(
+                "{key}.server_time_zone: {z:?} is not a time zone name; give one such as \"UTC\" or \"Asia/Shanghai\""
+            )
+        })?)),
+    }
+}

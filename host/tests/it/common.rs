@@ -215,3 +215,31 @@ impl Background {
         panic!("sluice did not exit within {secs} s:\n{}", self.log());
     }
 }
+
+/// Polls until `doris` answers `target` with what `source()` answers (`secs` at most); the error
+/// shows where they differ.
+pub async fn converges(source: impl Fn() -> Vec<String>, doris: &Doris, target: &str, secs: u64) -> Result<(), String> {
+    let mut last = (Vec::new(), Vec::new());
+    for _ in 0..secs * 10 {
+        let want = source();
+        let got = std::panic::catch_unwind(|| doris.sql(target)).unwrap_or_default();
+        if got == want {
+            return Ok(());
+        }
+        last = (got, want);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (got, want) = last;
+    if got.len() > 20 || want.len() > 20 {
+        let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        let near = |v: &[String]| v[at.saturating_sub(2)..(at + 3).min(v.len())].to_vec();
+        return Err(format!(
+            "`{target}` has {} rows, the source {}; from row {at} on: {:?} against {:?}",
+            got.len(),
+            want.len(),
+            near(&got),
+            near(&want)
+        ));
+    }
+    Err(format!("`{target}` = {got:?}, the source has {want:?}"))
+}

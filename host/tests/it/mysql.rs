@@ -461,29 +461,7 @@ fn spawn_run(
 
 /// Polls until `doris` answers `target` with what MariaDB answers `source` (30 s at most).
 async fn converges(maria: &MariaDb, doris: &Doris, source: &str, target: &str) -> Result<(), String> {
-    let mut last = (Vec::new(), Vec::new());
-    for _ in 0..300 {
-        let want = maria.sql(source);
-        let got = std::panic::catch_unwind(|| doris.sql(target)).unwrap_or_default();
-        if got == want {
-            return Ok(());
-        }
-        last = (got, want);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (got, want) = last;
-    if got.len() > 20 || want.len() > 20 {
-        let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-        let near = |v: &[String]| v[at.saturating_sub(2)..(at + 3).min(v.len())].to_vec();
-        return Err(format!(
-            "`{target}` has {} rows, the source {}; from row {at} on: {:?} against {:?}",
-            got.len(),
-            want.len(),
-            near(&got),
-            near(&want)
-        ));
-    }
-    Err(format!("`{target}` = {got:?}, the source has {want:?}"))
+    crate::common::converges(|| maria.sql(source), doris, target, 30).await
 }
 
 /// Every DDL kind in the binlog while another client inserts, deletes and re-keys rows of the
@@ -739,17 +717,21 @@ async fn kill_9_in_the_snapshot_and_in_the_binlog_loses_and_repeats_nothing() {
     let path = pipeline_file(dir.path(), &text);
     let following = |run: &Background| run.log().contains("following the binlog from");
     let (mut in_snapshot, mut in_binlog) = (0, 0);
-    for _ in 0..20 {
+    let mut done = false;
+    while !done && in_snapshot < 8 {
         let run = Background::start(&path);
         tokio::time::sleep(Duration::from_millis(400 + fastrand::u64(..400))).await;
-        let done = following(&run);
+        done = following(&run);
         run.kill_9();
-        if done {
-            break;
+        if !done {
+            in_snapshot += 1;
         }
-        in_snapshot += 1;
     }
     assert!(in_snapshot >= 5, "the snapshot was read before five kills ({in_snapshot})");
+    // The rest of the snapshot, before the writes begin.
+    let mut run = Background::start(&path);
+    run.until(120, "the binlog phase", following).await;
+    run.kill_9();
 
     let port = maria.port;
     let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));

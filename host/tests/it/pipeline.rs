@@ -211,8 +211,8 @@ fn bad_pipeline_files_fail_with_one_line_naming_file_line_and_key() {
         ("table = \"test.t\"", "table = \"t\"", "pipeline.toml:13: sink.table: expected `db.table`, got \"t\""),
         (
             "type = \"datagen\"",
-            "type = \"kafka\"",
-            "pipeline.toml:8: source.type: expected one of \"datagen\", \"file\", \"doris\", \"mysql\", got \"kafka\"",
+            "type = \"mongodb\"",
+            "pipeline.toml:8: source.type: expected one of \"datagen\", \"file\", \"doris\", \"mysql\", \"postgres\", \"kafka\", got \"mongodb\"",
         ),
         (
             "name = \"p\"",

@@ -2,7 +2,7 @@
 //! `delete` rows become deletes (Doris' `__DORIS_DELETE_SIGN__ = 1`), every other `op_type`
 //! upserts. The fields of `data` become columns of the declared schema.
 
-use sluice_guest::json::{kind_of, parse_object, push_object};
+use sluice_guest::json::push_op_type;
 use sluice_guest::prelude::*;
 
 struct OpTypeDeleteSign {
@@ -32,25 +32,7 @@ impl Decode for OpTypeDeleteSign {
     fn decode(&mut self, messages: &[&[u8]]) -> Result<Vec<Batch>> {
         let mut out = BatchBuilder::new(self.schema.clone())?;
         for (i, message) in messages.iter().enumerate() {
-            let object = parse_object(message, i)?;
-            let kind = match object.get(&self.op_field) {
-                Some(serde_json::Value::String(op)) if op.eq_ignore_ascii_case("delete") => RowKind::Delete,
-                Some(serde_json::Value::String(_)) | None => RowKind::Insert,
-                Some(other) => {
-                    return Err(
-                        Error::new(format!("`{}` must be a string, got {}", self.op_field, kind_of(other))).at_row(i)
-                    );
-                }
-            };
-            let data = match object.get(&self.data_field) {
-                Some(serde_json::Value::Object(data)) => data,
-                Some(other) => {
-                    return Err(Error::new(format!("`{}` must be an object, got {}", self.data_field, kind_of(other)))
-                        .at_row(i));
-                }
-                None => return Err(Error::new(format!("message has no `{}` object", self.data_field)).at_row(i)),
-            };
-            push_object(&mut out, &self.schema, kind, data).map_err(|e| e.at_row(i))?;
+            push_op_type(&mut out, &self.schema, &self.op_field, &self.data_field, message, i)?;
         }
         Ok(vec![out.finish()?])
     }

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 
 use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
 use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
+use crate::sources::chunks::{Chunk, ChunkCursor, resume};
 use binlog::{BinlogPosition, Follower};
 use types::MysqlColumn;
 
@@ -116,20 +117,10 @@ fn regex(key: &str, pattern: &str) -> Result<regex::Regex, (String, String)> {
 
 impl MysqlSource {
     fn server<'f>(&self, file: &'f PipelineFile) -> Result<&'f DatabaseConnection, (String, String)> {
-        match file.connections.get(&self.connection) {
-            Some(Connection::Mysql(c)) => Ok(c),
-            Some(other) => Err((
-                "source.connection".into(),
-                format!("connection `{}` is a {} connection, not a mysql one", self.connection, other.kind()),
-            )),
-            None => Err((
-                "source.connection".into(),
-                format!(
-                    "there is no connection `{0}`; define it as [connections.{0}] with type = \"mysql\"",
-                    self.connection
-                ),
-            )),
-        }
+        file.source_connection(&self.connection, "mysql", |c| match c {
+            Connection::Mysql(c) => Some(c),
+            _ => None,
+        })
     }
 }
 
@@ -204,15 +195,7 @@ impl SourceConfig for MysqlSource {
         let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
         let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
         let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let zone = match server.server_time_zone.as_deref() {
-            None => None,
-            Some(z) if z.eq_ignore_ascii_case("UTC") => None,
-            Some(z) => Some(z.parse::<chrono_tz::Tz>().map_err(|_| {
-                anyhow::anyhow!(
-                    "{key}.server_time_zone: {z:?} is not a time zone name; give one such as \"UTC\" or \"Asia/Shanghai\""
-                )
-            })?),
-        };
+        let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
         let scope = Arc::new(Scope { db: self.database.clone(), include, exclude, binary: self.binary_handling, zone });
         let tables = discover(&pool, &scope)
             .await
@@ -252,12 +235,7 @@ struct Scope {
 impl Scope {
     /// A TIMESTAMP value, `micros` after the epoch, as wall time in the source's zone.
     fn timestamp(&self, micros: i64) -> String {
-        let Some(zone) = self.zone else { return sluice_guest::batch::format_datetime_micros(micros) };
-        use chrono::{Offset, TimeZone};
-        let offset = zone
-            .offset_from_utc_datetime(&chrono::DateTime::from_timestamp_micros(micros).unwrap_or_default().naive_utc());
-        let shift = i64::from(offset.fix().local_minus_utc()) * 1_000_000;
-        sluice_guest::batch::format_datetime_micros(micros + shift)
+        crate::sources::wall_time(self.zone, micros)
     }
 }
 
@@ -401,22 +379,6 @@ struct MysqlTables {
     server_id: u32,
 }
 
-/// A piece of one table: key values `[start, start + chunk_size)` of its integer key (the
-/// first and last chunks open-ended), or all of it. A chunk is known by its table and start, which
-/// do not move when rows come and go, so a restored position names the same chunk.
-#[derive(Debug, Clone)]
-struct Chunk {
-    table: usize,
-    /// `(start, end)`: `start` is a multiple of `chunk_size` (or `i64::MIN` for the first).
-    range: Option<(i64, Option<i64>)>,
-}
-
-impl Chunk {
-    fn start(&self) -> i64 {
-        self.range.map_or(i64::MIN, |(s, _)| s)
-    }
-}
-
 #[async_trait]
 impl Source for MysqlTables {
     fn schema(&self) -> Option<SchemaRef> {
@@ -445,7 +407,7 @@ impl Source for MysqlTables {
         // Only the binlog: no snapshot.
         let binlog_only =
             ["latest-offset", "earliest-offset", "specific-offset", "timestamp"].contains(&self.mode.as_str());
-        let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.done));
+        let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
         let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
         let mut chunks = Vec::new();
         for (i, t) in self.tables.iter().enumerate() {
@@ -453,31 +415,18 @@ impl Source for MysqlTables {
                 break;
             }
             if self.mode == "schema-only" {
-                chunks.push(Chunk { table: i, range: None });
+                chunks.push(Chunk::whole(i));
                 continue;
             }
             let Some(key) = t.integer_key() else {
-                chunks.push(Chunk { table: i, range: None });
+                chunks.push(Chunk::whole(i));
                 continue;
             };
             let sql = format!("SELECT MIN(`{key}`), MAX(`{key}`) FROM {}", t.quoted());
             let bounds: Option<(Option<String>, Option<String>)> = conn.query_first(sql).await?;
             let number = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok());
             let (lo, hi) = bounds.map(|(lo, hi)| (number(lo), number(hi))).unwrap_or((None, None));
-            let (Some(lo), Some(hi)) = (lo, hi) else {
-                chunks.push(Chunk { table: i, range: Some((i64::MIN, None)) });
-                continue;
-            };
-            // Boundaries at multiples of `chunk_size`, whatever the lowest key is today.
-            let step = self.chunk_size.min(i64::MAX as u64) as i64;
-            let mut from = i64::MIN;
-            let mut next = lo.div_euclid(step).saturating_add(1).saturating_mul(step);
-            while next <= hi {
-                chunks.push(Chunk { table: i, range: Some((from, Some(next))) });
-                from = next;
-                next = next.saturating_add(step);
-            }
-            chunks.push(Chunk { table: i, range: Some((from, None)) });
+            chunks.extend(Chunk::split(i, lo.zip(hi), self.chunk_size));
         }
         Ok(Box::new(Chunks {
             pool: self.pool.clone(),
@@ -519,18 +468,12 @@ struct Chunks {
     gate: Option<watch::Sender<bool>>,
 }
 
-/// A reader's position: the chunk it reads (its table and start; none before the first), and
-/// where in it the next page starts (the next key value, or the rows delivered for a table
-/// without an integer key).
+/// A reader's position: where it stands in its chunks, and for worker 0 where it stands in the
+/// binlog.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ChunkPosition {
-    pub table: Option<String>,
-    pub start: Option<i64>,
-    pub cursor: Option<i64>,
-    pub rows: u64,
-    /// Every chunk of this reader is read.
-    #[serde(default)]
-    pub done: bool,
+    #[serde(flatten)]
+    pub(crate) chunk: ChunkCursor,
     /// Worker 0: the binlog position after the last transaction it returned (or where it will
     /// start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -569,28 +512,11 @@ impl SplitEnumerator for Chunks {
         position: Option<&serde_json::Value>,
     ) -> anyhow::Result<Box<dyn SourceReader>> {
         let position = ChunkPosition::restore(position, "mysql")?;
-        // Chunks go to workers by their start, so a chunk stays with its worker across runs.
-        let n = self.readers as i64;
-        let step = self.chunk_size as i64;
-        let mine = |c: &Chunk| match c.range {
-            Some((s, _)) if s != i64::MIN => (s.div_euclid(step)).rem_euclid(n) as usize == worker,
-            _ => (c.table % self.readers) == worker,
-        };
-        let mut chunks: VecDeque<Chunk> = self.chunks.iter().filter(|c| mine(c)).cloned().collect();
-        // Skip what the position says is read: chunks before its chunk (tables in name order,
-        // then starts), or all of them.
-        let key = |c: &Chunk| (self.tables[c.table].name.clone(), c.start());
-        if position.done {
-            chunks.clear();
-        } else if let (Some(table), Some(start)) = (&position.table, position.start) {
-            while chunks.front().is_some_and(|c| key(c) < (table.clone(), start)) {
-                chunks.pop_front();
-            }
-        }
-        let resumes = chunks.front().is_some_and(|c| Some(key(c)) == position.table.clone().zip(position.start));
+        let names = |t: usize| self.tables[t].name.clone();
+        let (chunks, resumes) = resume(&self.chunks, self.readers, self.chunk_size, worker, &position.chunk, names);
         let binlog = if worker == 0 { position.binlog.clone().or_else(|| self.binlog_start.clone()) } else { None };
         let tables = if worker == 0 { position.tables.clone() } else { None };
-        let mut position = if resumes || position.done { position } else { ChunkPosition::default() };
+        let mut position = if resumes || position.chunk.done { position } else { ChunkPosition::default() };
         position.binlog = binlog;
         position.tables = tables;
         Ok(Box::new(ChunkReader {
@@ -674,25 +600,12 @@ impl ChunkReader {
     /// The SQL of the next page of the current chunk.
     fn page(&self, t: &Table, chunk: &Chunk) -> String {
         let columns: Vec<String> = t.columns.iter().map(MysqlColumn::select).collect();
-        let mut sql = format!("SELECT {} FROM {}", columns.join(", "), t.quoted());
-        match (chunk.range, t.integer_key()) {
-            (Some((from, to)), Some(key)) => {
-                let start = self.position.cursor.unwrap_or(from);
-                sql.push_str(&format!(" WHERE `{key}` >= {start}"));
-                if let Some(to) = to {
-                    sql.push_str(&format!(" AND `{key}` < {to}"));
-                }
-                sql.push_str(&format!(" ORDER BY `{key}` LIMIT {PAGE_ROWS}"));
-            }
-            _ => {
-                let order: Vec<String> = t.primary_key.iter().map(|k| format!("`{}`", k.replace('`', "``"))).collect();
-                if !order.is_empty() {
-                    sql.push_str(&format!(" ORDER BY {}", order.join(", ")));
-                }
-                sql.push_str(&format!(" LIMIT {PAGE_ROWS} OFFSET {}", self.position.rows));
-            }
-        }
-        sql
+        let quote = |k: &str| format!("`{}`", k.replace('`', "``"));
+        let order: Vec<String> = t.primary_key.iter().map(|k| quote(k)).collect();
+        let key = t.integer_key().map(quote);
+        let order = (!order.is_empty()).then(|| order.join(", "));
+        let tail = self.position.chunk.page(chunk, key.as_deref(), order.as_deref(), PAGE_ROWS);
+        format!("SELECT {} FROM {}{tail}", columns.join(", "), t.quoted())
     }
 }
 
@@ -700,16 +613,11 @@ impl ChunkReader {
 impl SourceReader for ChunkReader {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         let Some(chunk) = self.chunks.front().cloned() else {
-            let (binlog, tables) = (self.position.binlog.take(), self.position.tables.take());
-            let binlog_skip = self.position.binlog_skip;
-            self.position = ChunkPosition { done: true, binlog, binlog_skip, tables, ..ChunkPosition::default() };
+            self.position.chunk.finish();
             return self.follow().await;
         };
         let t = &self.tables[chunk.table];
-        if self.position.table.is_none() {
-            self.position.table = Some(t.name.clone());
-            self.position.start = Some(chunk.start());
-        }
+        self.position.chunk.enter(&t.name, &chunk);
         if !self.announced.contains(&t.id) {
             self.announced.insert(t.id.clone());
             return Ok(Some(Event::SchemaChange(t.announce())));
@@ -751,22 +659,8 @@ impl SourceReader for ChunkReader {
                 last_key = texts[k].as_deref().and_then(|v| v.parse::<i64>().ok());
             }
         }
-        let n = rows.len() as u64;
-        if n < PAGE_ROWS {
-            self.chunks.pop_front();
-            let next = self.chunks.front().map(|c| (self.tables[c.table].name.clone(), c.start()));
-            self.position = ChunkPosition {
-                done: next.is_none(),
-                table: next.as_ref().map(|n| n.0.clone()),
-                start: next.map(|n| n.1),
-                binlog: self.position.binlog.take(),
-                tables: self.position.tables.take(),
-                ..ChunkPosition::default()
-            };
-        } else {
-            self.position.rows += n;
-            self.position.cursor = last_key.map(|k| k.saturating_add(1));
-        }
+        let names = |i: usize| self.tables[i].name.clone();
+        self.position.chunk.advance(&mut self.chunks, rows.len() as u64, PAGE_ROWS, last_key, names);
         Ok(Some(Event::data(&t.id, builder.finish().map_err(|e| anyhow::anyhow!(e.message))?)))
     }
 

@@ -28,6 +28,22 @@ pub enum BinaryHandling {
     Hex,
 }
 
+impl BinaryHandling {
+    /// `bytes` of `what` (a column) as the text Doris gets.
+    pub fn encode(self, bytes: &[u8], what: &str) -> Result<String, String> {
+        use base64::Engine;
+        match self {
+            BinaryHandling::Base64 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            BinaryHandling::Hex => Ok(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+            BinaryHandling::Text => String::from_utf8(bytes.to_vec()).map_err(|_| {
+                format!(
+                    "{what} holds bytes that are not UTF-8 text; set `binary_handling = \"base64\"` (or \"hex\") on the source to load them encoded"
+                )
+            }),
+        }
+    }
+}
+
 impl MysqlColumn {
     /// The Doris type of the column, or why there is none.
     pub fn doris_type(&self) -> Result<DorisType, String> {
@@ -86,18 +102,8 @@ impl MysqlColumn {
     /// (what the snapshot reads, the server converting), or with `raw` in the column's charset
     /// (what the binlog carries).
     pub fn text(&self, bytes: &[u8], binary: BinaryHandling, raw: bool) -> Result<String, String> {
-        use base64::Engine;
         if self.is_binary() {
-            return match binary {
-                BinaryHandling::Base64 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
-                BinaryHandling::Hex => Ok(bytes.iter().map(|b| format!("{b:02x}")).collect()),
-                BinaryHandling::Text => String::from_utf8(bytes.to_vec()).map_err(|_| {
-                    format!(
-                        "column `{}` ({}) holds bytes that are not UTF-8 text; set `binary_handling = \"base64\"` (or \"hex\") on the source to load them encoded",
-                        self.name, self.column_type
-                    )
-                }),
-            };
+            return binary.encode(bytes, &format!("column `{}` ({})", self.name, self.column_type));
         }
         let charset =
             if raw { self.charset.as_deref().unwrap_or("utf8mb4").to_ascii_lowercase() } else { "utf8mb4".into() };

@@ -1,0 +1,157 @@
+//! Snapshot chunks of a table with a single integer key, and a reader's cursor through its
+//! share of them, shared by the database sources.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+/// A piece of one table: key values `[start, start + chunk_size)` of its integer key (the
+/// first and last chunks open-ended), or all of it. A chunk is known by its table and start, which
+/// do not move when rows come and go, so a restored position names the same chunk.
+#[derive(Debug, Clone)]
+pub(crate) struct Chunk {
+    pub table: usize,
+    /// `(start, end)`: `start` is a multiple of `chunk_size` (or `i64::MIN` for the first).
+    pub range: Option<(i64, Option<i64>)>,
+}
+
+impl Chunk {
+    pub fn start(&self) -> i64 {
+        self.range.map_or(i64::MIN, |(s, _)| s)
+    }
+
+    /// The chunks of table `table`, whose keys lie in `bounds` (none: it is empty), cut at
+    /// multiples of `chunk_size` whatever the lowest key is today.
+    pub fn split(table: usize, bounds: Option<(i64, i64)>, chunk_size: u64) -> Vec<Chunk> {
+        let Some((lo, hi)) = bounds else { return vec![Chunk { table, range: Some((i64::MIN, None)) }] };
+        let step = chunk_size.clamp(1, i64::MAX as u64) as i64;
+        let mut chunks = Vec::new();
+        let mut from = i64::MIN;
+        let mut next = lo.div_euclid(step).saturating_add(1).saturating_mul(step);
+        while next <= hi {
+            chunks.push(Chunk { table, range: Some((from, Some(next))) });
+            from = next;
+            next = next.saturating_add(step);
+        }
+        chunks.push(Chunk { table, range: Some((from, None)) });
+        chunks
+    }
+
+    /// The whole table, in one piece (no integer key).
+    pub fn whole(table: usize) -> Chunk {
+        Chunk { table, range: None }
+    }
+}
+
+/// Where a reader stands in its chunks: the chunk it reads (its table and start; none before the
+/// first), and where in it the next page starts (the next key value, or the rows delivered for a
+/// table without an integer key). Part of the reader's position.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ChunkCursor {
+    pub table: Option<String>,
+    pub start: Option<i64>,
+    pub cursor: Option<i64>,
+    pub rows: u64,
+    /// Every chunk of this reader is read.
+    #[serde(default)]
+    pub done: bool,
+}
+
+/// The chunks of worker `worker` of `readers` that `at` has not read, and whether `at` stands
+/// inside the first of them (else it starts that chunk afresh). Chunks go to workers by their
+/// start, so a chunk stays with its worker across runs whatever the tables' bounds are then;
+/// `name` gives a chunk's table name (chunks are in table-name, then start, order).
+pub(crate) fn resume(
+    chunks: &[Chunk],
+    readers: usize,
+    chunk_size: u64,
+    worker: usize,
+    at: &ChunkCursor,
+    name: impl Fn(usize) -> String,
+) -> (VecDeque<Chunk>, bool) {
+    let (n, step) = (readers.max(1) as i64, chunk_size.clamp(1, i64::MAX as u64) as i64);
+    let mine = |c: &Chunk| match c.range {
+        Some((s, _)) if s != i64::MIN => s.div_euclid(step).rem_euclid(n) as usize == worker,
+        _ => c.table % readers.max(1) == worker,
+    };
+    let mut out: VecDeque<Chunk> = chunks.iter().filter(|c| mine(c)).cloned().collect();
+    let key = |c: &Chunk| (name(c.table), c.start());
+    if at.done {
+        out.clear();
+    } else if let (Some(table), Some(start)) = (&at.table, at.start) {
+        while out.front().is_some_and(|c| key(c) < (table.clone(), start)) {
+            out.pop_front();
+        }
+    }
+    let inside = out.front().is_some_and(|c| Some(key(c)) == at.table.clone().zip(at.start));
+    (out, inside)
+}
+
+impl ChunkCursor {
+    /// The reader begins `chunk` of table `name`, unless it is already in it.
+    pub fn enter(&mut self, name: &str, chunk: &Chunk) {
+        if self.table.is_none() {
+            self.table = Some(name.to_string());
+            self.start = Some(chunk.start());
+        }
+    }
+
+    /// What follows `SELECT … FROM t` for the next page of `chunk`: a key range on the quoted
+    /// integer `key` (keyset pages), or rows after those delivered in the quoted `order`.
+    pub fn page(&self, chunk: &Chunk, key: Option<&str>, order: Option<&str>, page_rows: u64) -> String {
+        match (chunk.range, key) {
+            (Some((from, to)), Some(key)) => {
+                let start = self.cursor.unwrap_or(from);
+                let below = to.map(|to| format!(" AND {key} < {to}")).unwrap_or_default();
+                format!(" WHERE {key} >= {start}{below} ORDER BY {key} LIMIT {page_rows}")
+            }
+            _ => {
+                let order = order.map(|o| format!(" ORDER BY {o}")).unwrap_or_default();
+                format!("{order} LIMIT {page_rows} OFFSET {}", self.rows)
+            }
+        }
+    }
+
+    /// A page of `n` rows was read, the last with integer key `last_key`: a short page ends the
+    /// chunk (on to the next of `chunks`, named by `name`), a full one moves the cursor on.
+    pub fn advance(
+        &mut self,
+        chunks: &mut VecDeque<Chunk>,
+        n: u64,
+        page_rows: u64,
+        last_key: Option<i64>,
+        name: impl Fn(usize) -> String,
+    ) {
+        if n < page_rows {
+            chunks.pop_front();
+            let next = chunks.front().map(|c| (name(c.table), c.start()));
+            *self = ChunkCursor {
+                done: next.is_none(),
+                table: next.as_ref().map(|n| n.0.clone()),
+                start: next.map(|n| n.1),
+                ..ChunkCursor::default()
+            };
+        } else {
+            self.rows += n;
+            self.cursor = last_key.map(|k| k.saturating_add(1));
+        }
+    }
+
+    /// Every chunk is read.
+    pub fn finish(&mut self) {
+        *self = ChunkCursor { done: true, ..ChunkCursor::default() };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Chunk;
+
+    #[test]
+    fn chunks_cut_at_multiples_of_the_size() {
+        let starts = |b, n| Chunk::split(0, b, n).iter().map(|c| c.range.unwrap()).collect::<Vec<_>>();
+        assert_eq!(starts(Some((3, 25)), 10), vec![(i64::MIN, Some(10)), (10, Some(20)), (20, None)]);
+        assert_eq!(starts(Some((5, 5)), 10), vec![(i64::MIN, None)]);
+        assert_eq!(starts(None, 10), vec![(i64::MIN, None)]);
+    }
+}

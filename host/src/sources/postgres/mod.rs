@@ -1,0 +1,977 @@
+//! `type = "postgres"`: the tables of a PostgreSQL schema — a snapshot in primary-key chunks,
+//! then (`scan.startup.mode = "initial"`) their changes from a logical replication slot
+//! (pgoutput), or only the changes (`latest-offset`), or only the snapshot (`snapshot`).
+//!
+//! On a fresh start the source creates its publication (for the tables it follows) and its slot
+//! when they are missing. A slot created here exports its snapshot: every worker reads its chunks
+//! in a transaction that imports it, so the snapshot and the stream meet exactly at the slot's
+//! consistent point. The session that exported it stays idle until worker 0 starts streaming on
+//! it. A run restarted in the middle of the snapshot reads its remaining chunks as they are then,
+//! and the stream replays the changes since the consistent point: a UNIQUE target absorbs them, a
+//! table without a primary key (DUPLICATE in Doris) may get a row changed meanwhile twice.
+//!
+//! Worker 0 follows the slot once every worker's part of the snapshot is in a completed
+//! checkpoint. Its position is the end of the last transaction it returned (and the batches of
+//! the next one already returned); the slot is told an LSN only once the checkpoint holding it is
+//! committed in Doris, so PostgreSQL keeps every change Doris does not have yet. Values are read
+//! as text in both phases, with the session's `TimeZone` UTC: TIMESTAMPTZ values arrive as UTC
+//! wall time (or in `server_time_zone`).
+
+mod stream;
+pub mod types;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use anyhow::Context;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use sluice_guest::batch::{BatchBuilder, RowKind, Value};
+use sluice_guest::types::{ColumnDef, arrow_schema};
+use tokio::sync::{Mutex, watch};
+
+use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
+use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
+use crate::sources::chunks::{Chunk, ChunkCursor, resume};
+use crate::sources::mysql::types::BinaryHandling;
+use stream::Follower;
+use types::PgColumn;
+
+/// Rows per page of a chunk.
+const PAGE_ROWS: u64 = 4096;
+
+/// Session settings that make the server print values the way [`PgColumn::text`] reads them.
+const SESSION: &str =
+    "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c bytea_output=hex -c extra_float_digits=1";
+
+/// `type = "postgres"`: the options (Flink CDC's Postgres source keys where one exists).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresSource {
+    pub name: Option<String>,
+    /// A `[connections.<name>]` of `type = "postgres"`.
+    pub connection: String,
+    /// The database (`database-name`).
+    pub database: String,
+    /// The schema whose tables are read (`schema-name`, default `public`).
+    #[serde(default = "default_schema")]
+    pub schema: String,
+    /// Tables to read: a regex matched against the whole table name (default: all).
+    #[serde(default = "default_include")]
+    pub include: String,
+    /// Tables to leave out, matched after `include`.
+    pub exclude: Option<String>,
+    /// The replication slot (`slot.name`), created when missing.
+    pub slot_name: String,
+    /// The publication the slot streams (`debezium.publication.name`, default the slot's name),
+    /// created for the tables followed when missing.
+    pub publication_name: Option<String>,
+    /// `decoding.plugin.name`: only `pgoutput`, PostgreSQL's own.
+    #[serde(default = "default_plugin")]
+    pub decoding_plugin: String,
+    pub scan: PostgresScan,
+    /// Primary-key values per snapshot chunk (`scan.incremental.snapshot.chunk.size`, 8096).
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: u64,
+    /// BYTEA values: `text` (default: UTF-8 bytes as they are, others an error), `base64` or
+    /// `hex`.
+    #[serde(default)]
+    pub binary_handling: BinaryHandling,
+    /// Announce the tables (so a sink creates them) and read no rows.
+    #[serde(default)]
+    pub schema_only: bool,
+}
+
+fn default_schema() -> String {
+    "public".into()
+}
+
+fn default_include() -> String {
+    ".*".into()
+}
+
+fn default_plugin() -> String {
+    "pgoutput".into()
+}
+
+fn default_chunk_size() -> u64 {
+    8096
+}
+
+/// `scan.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresScan {
+    pub startup: PostgresStartup,
+}
+
+/// `scan.startup.*`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresStartup {
+    /// `initial` (the snapshot, then the slot), `snapshot` (read every table once and stop) or
+    /// `latest-offset` (only the slot, from where it stands).
+    pub mode: String,
+}
+
+const MODES: [&str; 3] = ["initial", "snapshot", "latest-offset"];
+
+fn regex(key: &str, pattern: &str) -> Result<regex::Regex, (String, String)> {
+    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| (key.to_string(), format!("not a regex: {e}")))
+}
+
+/// A name as a PostgreSQL identifier.
+fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Text as a PostgreSQL string literal.
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+impl PostgresSource {
+    fn server<'f>(&self, file: &'f PipelineFile) -> Result<&'f DatabaseConnection, (String, String)> {
+        file.source_connection(&self.connection, "postgres", |c| match c {
+            Connection::Postgres(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    fn publication(&self) -> String {
+        self.publication_name.clone().unwrap_or_else(|| self.slot_name.clone())
+    }
+}
+
+#[async_trait]
+impl SourceConfig for PostgresSource {
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    fn validate(&self, file: &PipelineFile) -> Checked {
+        self.server(file)?;
+        let mode = &self.scan.startup.mode;
+        if !MODES.contains(&mode.as_str()) {
+            return Err((
+                "source.scan.startup.mode".into(),
+                format!("expected one of {}, got {mode:?}", MODES.map(|m| format!("\"{m}\"")).join(", ")),
+            ));
+        }
+        if self.decoding_plugin != "pgoutput" {
+            return Err((
+                "source.decoding_plugin".into(),
+                format!("only \"pgoutput\" (PostgreSQL's own) is supported, got {:?}", self.decoding_plugin),
+            ));
+        }
+        let valid_slot = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        };
+        if !valid_slot(&self.slot_name) {
+            return Err((
+                "source.slot_name".into(),
+                format!("{:?}: a slot name is 1 to 63 lower-case letters, digits and underscores", self.slot_name),
+            ));
+        }
+        regex("source.include", &self.include)?;
+        if let Some(x) = &self.exclude {
+            regex("source.exclude", x)?;
+        }
+        if self.chunk_size == 0 {
+            return Err(("source.chunk_size".into(), "must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
+        let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
+        let key = format!("connections.{}", self.connection);
+        let password = match &server.password {
+            Some(p) => p.clone(),
+            None => crate::pipeline::password_from_env(server.password_env.as_deref(), &key)
+                .map_err(|e| anyhow::anyhow!(e))?
+                .unwrap_or_default(),
+        };
+        let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
+        let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
+        let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
+        let server = Arc::new(Server {
+            host: server.host.clone(),
+            port: server.port.unwrap_or(5432),
+            user: server.user.clone(),
+            password,
+            database: self.database.clone(),
+        });
+        let scope = Arc::new(Scope {
+            schema: self.schema.clone(),
+            include,
+            exclude,
+            binary: self.binary_handling,
+            zone: crate::sources::time_zone(server_zone(ctx.pipeline, &self.connection), &key)?,
+        });
+        let control = server.connect().await?;
+        let mode = if self.schema_only { "schema-only".to_string() } else { self.scan.startup.mode.clone() };
+        let streams = mode == "initial" || mode == "latest-offset";
+        if streams {
+            let level = query(&control, "SHOW wal_level").await?;
+            let level = level.first().and_then(|r| r[0].clone()).unwrap_or_default();
+            if level != "logical" {
+                anyhow::bail!(
+                    "PostgreSQL at {} has wal_level = {level}: reading changes needs wal_level = logical; set it (ALTER SYSTEM SET wal_level = logical, or in postgresql.conf) and restart the server, or use scan.startup.mode = \"snapshot\"",
+                    server.describe()
+                );
+            }
+        }
+        let tables = discover(&control, &scope).await.with_context(|| {
+            format!("reading the tables of `{}.{}` at {}", self.database, self.schema, server.describe())
+        })?;
+        if tables.is_empty() {
+            anyhow::bail!(
+                "no table of `{}.{}` matches include = {:?}{}; check the database, the schema and the patterns",
+                self.database,
+                self.schema,
+                self.include,
+                self.exclude.as_ref().map(|x| format!(" and exclude = {x:?}")).unwrap_or_default()
+            );
+        }
+        if streams && let Some(t) = tables.iter().find(|t| t.primary_key.is_empty() && t.replica_identity != 'f') {
+            anyhow::bail!("{}", no_identity(t));
+        }
+        Ok(Arc::new(PostgresTables {
+            server,
+            scope,
+            tables: Arc::new(tables),
+            chunk_size: self.chunk_size,
+            mode,
+            slot: self.slot_name.clone(),
+            publication: self.publication(),
+        }))
+    }
+}
+
+fn server_zone<'f>(file: &'f PipelineFile, connection: &str) -> Option<&'f str> {
+    match file.connections.get(connection) {
+        Some(Connection::Postgres(c)) => c.server_time_zone.as_deref(),
+        _ => None,
+    }
+}
+
+/// Why changes of `t` cannot be followed: no key PostgreSQL would send with them.
+fn no_identity(t: &Table) -> String {
+    format!(
+        "table `{}` has no primary key and REPLICA IDENTITY {}: PostgreSQL sends no old row with its updates and deletes (and refuses them once the table is published); run `ALTER TABLE {} REPLICA IDENTITY FULL` or add a primary key",
+        t.id,
+        match t.replica_identity {
+            'n' => "NOTHING",
+            'i' => "USING INDEX",
+            _ => "DEFAULT",
+        },
+        t.quoted()
+    )
+}
+
+/// Where and as whom the source connects.
+#[derive(Debug)]
+struct Server {
+    host: String,
+    port: u16,
+    user: String,
+    password: String,
+    database: String,
+}
+
+impl Server {
+    fn describe(&self) -> String {
+        format!("{}:{}/{}", self.host, self.port, self.database)
+    }
+
+    /// A SQL session with [`SESSION`]'s settings.
+    async fn connect(&self) -> anyhow::Result<tokio_postgres::Client> {
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host(&self.host)
+            .port(self.port)
+            .user(&self.user)
+            .dbname(&self.database)
+            .options(SESSION)
+            .application_name("sluice")
+            .connect_timeout(std::time::Duration::from_secs(10));
+        if !self.password.is_empty() {
+            config.password(&self.password);
+        }
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await.map_err(|e| {
+            Restartable::error(format!("connecting to PostgreSQL at {}: {}", self.describe(), pg_error(&e)))
+        })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("PostgreSQL connection ended: {e}");
+            }
+        });
+        Ok(client)
+    }
+
+    /// The replication session of `slot`, streaming `publication` from `start` once started.
+    fn replication(&self, slot: &str, publication: &str, start: u64) -> pgwire_replication::ReplicationConfig {
+        pgwire_replication::ReplicationConfig::new(
+            self.host.clone(),
+            self.user.clone(),
+            self.password.clone(),
+            self.database.clone(),
+            slot,
+            publication,
+        )
+        .with_port(self.port)
+        .with_start_lsn(pgwire_replication::Lsn(start))
+        .with_options(SESSION)
+        .with_application_name("sluice")
+    }
+}
+
+/// A server error with its message (tokio-postgres' own display says only "db error").
+fn pg_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
+}
+
+/// The rows of `sql` (simple protocol, text values).
+async fn query(client: &tokio_postgres::Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+    let messages = client.simple_query(sql).await.map_err(|e| anyhow::anyhow!("{}", pg_error(&e)))?;
+    Ok(messages
+        .into_iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => {
+                Some((0..row.len()).map(|i| row.get(i).map(str::to_string)).collect())
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+/// The tables a source follows: those of `schema` whose names `include` matches and `exclude`
+/// does not (whole names).
+#[derive(Debug)]
+struct Scope {
+    schema: String,
+    include: regex::Regex,
+    exclude: Option<regex::Regex>,
+    binary: BinaryHandling,
+    zone: Option<chrono_tz::Tz>,
+}
+
+impl Scope {
+    fn covers(&self, schema: &str, name: &str) -> bool {
+        schema == self.schema && self.include.is_match(name) && !self.exclude.as_ref().is_some_and(|x| x.is_match(name))
+    }
+}
+
+/// A source table: its columns, key and Arrow schema.
+#[derive(Debug, Clone)]
+struct Table {
+    id: TableId,
+    schema_name: String,
+    name: String,
+    columns: Vec<PgColumn>,
+    primary_key: Vec<String>,
+    schema: SchemaRef,
+    /// `relreplident`: `d` default (the key), `f` full, `n` nothing, `i` an index.
+    replica_identity: char,
+}
+
+/// A table as a position keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDef {
+    pub schema: String,
+    pub name: String,
+    pub columns: Vec<PgColumn>,
+    pub primary_key: Vec<String>,
+    pub replica_identity: char,
+}
+
+impl Table {
+    fn new(def: TableDef) -> anyhow::Result<Table> {
+        let defs = def
+            .columns
+            .iter()
+            .map(|c| Ok(ColumnDef::new(&c.name, c.doris_type()?, c.nullable)))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| anyhow::anyhow!("table `{}.{}`: {e}", def.schema, def.name))?;
+        Ok(Table {
+            id: TableId::new(format!("{}.{}", def.schema, def.name)),
+            schema_name: def.schema,
+            name: def.name,
+            columns: def.columns,
+            primary_key: def.primary_key,
+            schema: arrow_schema(&defs),
+            replica_identity: def.replica_identity,
+        })
+    }
+
+    fn def(&self) -> TableDef {
+        TableDef {
+            schema: self.schema_name.clone(),
+            name: self.name.clone(),
+            columns: self.columns.clone(),
+            primary_key: self.primary_key.clone(),
+            replica_identity: self.replica_identity,
+        }
+    }
+
+    fn announce(&self) -> SchemaChange {
+        SchemaChange::announce(&self.id, self.schema.clone(), self.primary_key.clone())
+    }
+
+    fn quoted(&self) -> String {
+        format!("{}.{}", ident(&self.schema_name), ident(&self.name))
+    }
+
+    /// The single integer key column keyset pages and chunks run on, if the table has one.
+    fn integer_key(&self) -> Option<&str> {
+        let [key] = self.primary_key.as_slice() else { return None };
+        let column = self.columns.iter().find(|c| &c.name == key)?;
+        ["int2", "int4", "int8"].contains(&column.type_name.as_str()).then_some(key.as_str())
+    }
+
+    /// A row's values (as the server prints them) as Doris text.
+    fn texts(&self, values: &[Option<&str>], scope: &Scope) -> anyhow::Result<Vec<Option<String>>> {
+        self.columns
+            .iter()
+            .zip(values)
+            .map(|(c, v)| v.map(|v| c.text(v, scope.binary, scope.zone)).transpose())
+            .collect::<Result<_, String>>()
+            .map_err(|e| anyhow::anyhow!("reading `{}`: {e}", self.id))
+    }
+}
+
+/// `pg_type` rows by OID: (name, `typtype`, `typcategory`), domains resolved to their base type.
+async fn type_names(
+    client: &tokio_postgres::Client,
+    oids: impl IntoIterator<Item = u32>,
+) -> anyhow::Result<HashMap<u32, (String, String, String)>> {
+    let list: Vec<String> = oids.into_iter().map(|o| o.to_string()).collect();
+    if list.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = format!(
+        "SELECT t.oid, b.typname, b.typtype, b.typcategory FROM pg_catalog.pg_type t JOIN pg_catalog.pg_type b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END WHERE t.oid IN ({})",
+        list.join(",")
+    );
+    let mut out = HashMap::new();
+    for row in query(client, &sql).await? {
+        let text = |i: usize| row[i].clone().unwrap_or_default();
+        if let Ok(oid) = text(0).parse() {
+            out.insert(oid, (text(1), text(2), text(3)));
+        }
+    }
+    Ok(out)
+}
+
+/// A column of type `oid` (looked up in `types`), with `typmod`.
+fn column(
+    name: &str,
+    oid: u32,
+    typmod: i32,
+    nullable: bool,
+    types: &HashMap<u32, (String, String, String)>,
+) -> PgColumn {
+    let (type_name, typtype, category) =
+        types.get(&oid).cloned().unwrap_or_else(|| (format!("oid {oid}"), "b".into(), "U".into()));
+    let array = category == "A";
+    PgColumn {
+        name: name.to_string(),
+        type_name: if array { type_name.trim_start_matches('_').to_string() } else { type_name },
+        typmod,
+        nullable,
+        array,
+        enumerated: typtype == "e",
+    }
+}
+
+async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Result<Vec<Table>> {
+    let schema = literal(&scope.schema);
+    let rows = query(
+        client,
+        &format!(
+            "SELECT c.relname, a.attname, a.atttypid, a.atttypmod, a.attnotnull, c.relreplident \
+             FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid \
+             WHERE n.nspname = {schema} AND c.relkind = 'r' AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY c.relname, a.attnum"
+        ),
+    )
+    .await?;
+    let keys = query(
+        client,
+        &format!(
+            "SELECT c.relname, a.attname FROM pg_catalog.pg_index i \
+             JOIN pg_catalog.pg_class c ON c.oid = i.indrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) \
+             WHERE i.indisprimary AND n.nspname = {schema} \
+             ORDER BY c.relname, array_position(i.indkey::int2[], a.attnum)"
+        ),
+    )
+    .await?;
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let oids: HashSet<u32> = rows.iter().filter_map(|r| text(&r[2]).parse().ok()).collect();
+    let types = type_names(client, oids).await?;
+    let mut defs: Vec<TableDef> = Vec::new();
+    for r in &rows {
+        let name = text(&r[0]);
+        if !scope.covers(&scope.schema, &name) {
+            continue;
+        }
+        if defs.last().is_none_or(|d| d.name != name) {
+            let replica_identity = text(&r[5]).chars().next().unwrap_or('d');
+            defs.push(TableDef {
+                schema: scope.schema.clone(),
+                name: name.clone(),
+                columns: Vec::new(),
+                primary_key: Vec::new(),
+                replica_identity,
+            });
+        }
+        let oid = text(&r[2]).parse().unwrap_or(0);
+        let typmod = text(&r[3]).parse().unwrap_or(-1);
+        let def = defs.last_mut().expect("pushed above");
+        def.columns.push(column(&text(&r[1]), oid, typmod, text(&r[4]) != "t", &types));
+    }
+    for k in &keys {
+        if let Some(def) = defs.iter_mut().find(|d| d.name == text(&k[0])) {
+            def.primary_key.push(text(&k[1]));
+        }
+    }
+    defs.into_iter().map(Table::new).collect()
+}
+
+/// A PostgreSQL source, built.
+struct PostgresTables {
+    server: Arc<Server>,
+    scope: Arc<Scope>,
+    tables: Arc<Vec<Table>>,
+    chunk_size: u64,
+    /// `scan.startup.mode` (or `schema-only`).
+    mode: String,
+    slot: String,
+    publication: String,
+}
+
+impl PostgresTables {
+    /// Creates the publication for the tables followed, or adds those it lacks.
+    async fn publication(&self, control: &tokio_postgres::Client) -> anyhow::Result<()> {
+        let name = literal(&self.publication);
+        let exists = !query(control, &format!("SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {name}"))
+            .await?
+            .is_empty();
+        let published: HashSet<String> = query(
+            control,
+            &format!(
+                "SELECT tablename FROM pg_catalog.pg_publication_tables WHERE pubname = {name} AND schemaname = {}",
+                literal(&self.scope.schema)
+            ),
+        )
+        .await?
+        .into_iter()
+        .filter_map(|r| r[0].clone())
+        .collect();
+        let missing: Vec<String> =
+            self.tables.iter().filter(|t| !published.contains(&t.name)).map(Table::quoted).collect();
+        let sql = match (exists, missing.is_empty()) {
+            (_, true) => return Ok(()),
+            (false, _) => format!("CREATE PUBLICATION {} FOR TABLE {}", ident(&self.publication), missing.join(", ")),
+            (true, _) => format!("ALTER PUBLICATION {} ADD TABLE {}", ident(&self.publication), missing.join(", ")),
+        };
+        tracing::info!("{sql}");
+        query(control, &sql).await.with_context(|| format!("publishing the tables followed: {sql}")).map(drop)
+    }
+}
+
+/// What worker 0 streams from: the session that created the slot and exported the snapshot
+/// (until it starts), and the LSN the slot may be told (raised when a checkpoint is committed).
+struct Stream {
+    exported: Mutex<Option<pgwire_replication::ReplicationClient>>,
+    confirm: watch::Sender<u64>,
+}
+
+#[async_trait]
+impl Source for PostgresTables {
+    fn schema(&self) -> Option<SchemaRef> {
+        None
+    }
+
+    async fn enumerator(&self, restored: &[Option<serde_json::Value>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
+        let positions = restored
+            .iter()
+            .map(|p| p.as_ref().map(|v| SnapshotPosition::restore(Some(v), "postgres")).transpose())
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let fresh = positions.iter().all(Option::is_none);
+        let streams = self.mode == "initial" || self.mode == "latest-offset";
+        let mut snapshot = None;
+        let mut exported = None;
+        if streams {
+            let control = self.server.connect().await?;
+            self.publication(&control).await?;
+            let slot = query(
+                &control,
+                &format!(
+                    "SELECT plugin, database FROM pg_catalog.pg_replication_slots WHERE slot_name = {}",
+                    literal(&self.slot)
+                ),
+            )
+            .await?;
+            match slot.first() {
+                Some(row)
+                    if row[0].as_deref() != Some("pgoutput") || row[1].as_deref() != Some(&self.server.database) =>
+                {
+                    anyhow::bail!(
+                        "replication slot `{}` exists for plugin {} in database {}, not for pgoutput in `{}`; give the source another slot_name",
+                        self.slot,
+                        row[0].as_deref().unwrap_or("?"),
+                        row[1].as_deref().unwrap_or("?"),
+                        self.server.database
+                    );
+                }
+                Some(_) => {
+                    if fresh && self.mode == "initial" {
+                        tracing::warn!(
+                            "replication slot `{}` exists: the snapshot is read as the tables are now, and the slot's changes since its confirmed position are replayed after it",
+                            self.slot
+                        );
+                    }
+                }
+                None if self.mode == "initial" && fresh => {
+                    // The session that creates the slot exports its snapshot, valid while it is idle.
+                    let config = self.server.replication(&self.slot, &self.publication, 0);
+                    let mut session = pgwire_replication::ReplicationClient::connect_gated(config)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("replication session to {}: {e}", self.server.describe()))?;
+                    let rows = session
+                        .simple_query(&format!(
+                            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput EXPORT_SNAPSHOT",
+                            ident(&self.slot)
+                        ))
+                        .await
+                        .map_err(|e| anyhow::anyhow!("creating replication slot `{}`: {e}", self.slot))?;
+                    let name = rows.first().and_then(|r| r.get(2).cloned().flatten());
+                    snapshot = name.map(|n| String::from_utf8_lossy(&n).into_owned());
+                    tracing::info!("created replication slot `{}` (snapshot {snapshot:?})", self.slot);
+                    exported = Some(session);
+                }
+                None => {
+                    query(
+                        &control,
+                        &format!("SELECT pg_create_logical_replication_slot({}, 'pgoutput')", literal(&self.slot)),
+                    )
+                    .await
+                    .with_context(|| format!("creating replication slot `{}`", self.slot))?;
+                    tracing::info!("created replication slot `{}`", self.slot);
+                }
+            }
+        }
+        let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
+        let mut chunks = Vec::new();
+        if self.mode != "latest-offset" && !snapshot_done {
+            let control = self.server.connect().await?;
+            for (i, t) in self.tables.iter().enumerate() {
+                let Some(key) = t.integer_key().filter(|_| self.mode != "schema-only") else {
+                    chunks.push(Chunk::whole(i));
+                    continue;
+                };
+                let sql = format!("SELECT MIN({0}), MAX({0}) FROM {1}", ident(key), t.quoted());
+                let bounds = query(&control, &sql).await?;
+                let number =
+                    |i: usize| bounds.first().and_then(|r| r[i].as_deref()).and_then(|v| v.parse::<i64>().ok());
+                chunks.extend(Chunk::split(i, number(0).zip(number(1)), self.chunk_size));
+            }
+        }
+        let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
+        Ok(Box::new(Chunks {
+            server: self.server.clone(),
+            scope: self.scope.clone(),
+            tables: self.tables.clone(),
+            chunks,
+            readers: restored.len(),
+            chunk_size: self.chunk_size,
+            snapshot,
+            schema_only: self.mode == "schema-only",
+            streams,
+            slot: self.slot.clone(),
+            publication: self.publication.clone(),
+            stream: Arc::new(Stream { exported: Mutex::new(exported), confirm: watch::channel(0).0 }),
+            gate,
+        }))
+    }
+
+    fn describe(&self) -> String {
+        let names: Vec<&str> = self.tables.iter().map(|t| t.id.as_str()).collect();
+        format!("postgres {} of {} (slot {})", self.mode, names.join(", "), self.slot)
+    }
+}
+
+/// The chunks of a run, dealt to the readers round robin.
+struct Chunks {
+    server: Arc<Server>,
+    scope: Arc<Scope>,
+    tables: Arc<Vec<Table>>,
+    chunks: Vec<Chunk>,
+    readers: usize,
+    chunk_size: u64,
+    /// The snapshot the slot exported, when this run created it.
+    snapshot: Option<String>,
+    schema_only: bool,
+    /// Worker 0 follows the slot after its chunks.
+    streams: bool,
+    slot: String,
+    publication: String,
+    stream: Arc<Stream>,
+    gate: Option<watch::Sender<bool>>,
+}
+
+/// A reader's position: where it stands in its chunks, and for worker 0 in the stream.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct SnapshotPosition {
+    #[serde(flatten)]
+    pub(crate) chunk: ChunkCursor,
+    /// Worker 0: the LSN after the last transaction it returned (`X/Y`); none before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lsn: Option<String>,
+    /// Batches of the transaction after `lsn` already returned.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skip: u64,
+    /// Worker 0, once a relation changed: every table followed, as of `lsn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<Vec<TableDef>>,
+}
+
+impl Position for SnapshotPosition {}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// `X/Y` → the LSN.
+fn parse_lsn(text: &str) -> anyhow::Result<u64> {
+    pgwire_replication::Lsn::parse(text).map(|l| l.0).map_err(|_| {
+        anyhow::anyhow!("the checkpoint's LSN {text:?} is not one; start over with a new `pipeline.state_dir`")
+    })
+}
+
+#[async_trait]
+impl SplitEnumerator for Chunks {
+    async fn on_checkpoint_complete(&mut self, _id: u64, positions: &[serde_json::Value]) -> anyhow::Result<()> {
+        if let Some(gate) = &self.gate
+            && positions.iter().all(|p| p.get("done").and_then(|d| d.as_bool()) == Some(true))
+        {
+            gate.send_replace(true);
+        }
+        // The checkpoint is committed in Doris: the slot may let go of what it holds.
+        if let Some(lsn) = positions.first().and_then(|p| p.get("lsn")).and_then(|l| l.as_str()) {
+            let lsn = parse_lsn(lsn)?;
+            self.stream.confirm.send_if_modified(|c| {
+                let raised = lsn > *c;
+                *c = (*c).max(lsn);
+                raised
+            });
+        }
+        Ok(())
+    }
+
+    async fn reader(
+        &mut self,
+        worker: usize,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn SourceReader>> {
+        let mut position = SnapshotPosition::restore(position, "postgres")?;
+        let names = |t: usize| self.tables[t].name.clone();
+        let (chunks, inside) = resume(&self.chunks, self.readers, self.chunk_size, worker, &position.chunk, names);
+        let resumed = position.chunk.table.is_some() || position.chunk.done;
+        if !inside && !position.chunk.done {
+            position.chunk = ChunkCursor::default();
+        }
+        let follows = worker == 0 && self.streams;
+        Ok(Box::new(SnapshotReader {
+            server: self.server.clone(),
+            scope: self.scope.clone(),
+            tables: self.tables.clone(),
+            chunks,
+            position,
+            snapshot: if resumed { None } else { self.snapshot.clone() },
+            session: None,
+            schema_only: self.schema_only,
+            announced: HashSet::new(),
+            follows,
+            slot: self.slot.clone(),
+            publication: self.publication.clone(),
+            stream: self.stream.clone(),
+            gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
+            follower: None,
+        }))
+    }
+}
+
+/// One worker's share: its chunks, then (worker 0) the stream.
+struct SnapshotReader {
+    server: Arc<Server>,
+    scope: Arc<Scope>,
+    tables: Arc<Vec<Table>>,
+    chunks: VecDeque<Chunk>,
+    position: SnapshotPosition,
+    /// The exported snapshot this reader's transaction imports.
+    snapshot: Option<String>,
+    /// The reader's snapshot transaction.
+    session: Option<tokio_postgres::Client>,
+    schema_only: bool,
+    announced: HashSet<TableId>,
+    follows: bool,
+    slot: String,
+    publication: String,
+    stream: Arc<Stream>,
+    gate: Option<watch::Receiver<bool>>,
+    follower: Option<Follower>,
+}
+
+impl SnapshotReader {
+    /// The SQL of the next page of the current chunk.
+    fn page(&self, t: &Table, chunk: &Chunk) -> String {
+        let columns: Vec<String> = t.columns.iter().map(|c| ident(&c.name)).collect();
+        let order: Vec<String> = t.primary_key.iter().map(|k| ident(k)).collect();
+        // Without a key, the physical order of the snapshot (which it does not change).
+        let order = if order.is_empty() { "ctid".to_string() } else { order.join(", ") };
+        let key = t.integer_key().map(ident);
+        let tail = self.position.chunk.page(chunk, key.as_deref(), Some(&order), PAGE_ROWS);
+        format!("SELECT {} FROM {}{tail}", columns.join(", "), t.quoted())
+    }
+
+    /// The reader's snapshot transaction, begun at the exported snapshot when there is one.
+    async fn session(&mut self) -> anyhow::Result<&tokio_postgres::Client> {
+        if self.session.is_none() {
+            let client = self.server.connect().await?;
+            let mut begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;".to_string();
+            if let Some(s) = &self.snapshot {
+                begin.push_str(&format!(" SET TRANSACTION SNAPSHOT {};", literal(s)));
+            }
+            query(&client, &begin).await.context("beginning the snapshot transaction")?;
+            self.session = Some(client);
+        }
+        Ok(self.session.as_ref().expect("set above"))
+    }
+
+    /// Every chunk is read: follow the slot (worker 0), or end.
+    async fn follow(&mut self) -> anyhow::Result<Option<Event>> {
+        if let Some(session) = self.session.take() {
+            let _ = query(&session, "COMMIT").await;
+        }
+        if !self.follows {
+            return Ok(None);
+        }
+        if self.follower.is_none() {
+            let tables: Vec<Table> = match &self.position.tables {
+                Some(defs) => defs.iter().cloned().map(Table::new).collect::<anyhow::Result<Vec<_>>>()?,
+                None => self.tables.to_vec(),
+            };
+            if let Some(t) = tables.iter().find(|t| !self.announced.contains(&t.id)) {
+                self.announced.insert(t.id.clone());
+                return Ok(Some(Event::SchemaChange(t.announce())));
+            }
+            if let Some(mut gate) = self.gate.take() {
+                tracing::debug!("waiting for every worker's part of the snapshot to be checkpointed");
+                if gate.wait_for(|done| *done).await.is_err() {
+                    return Ok(None);
+                }
+            }
+            let start = self.position.lsn.as_deref().map(parse_lsn).transpose()?.unwrap_or(0);
+            let session = match self.stream.exported.lock().await.take() {
+                Some(mut session) => {
+                    session.start().await.map_err(|e| Restartable::error(format!("starting replication: {e}")))?;
+                    session
+                }
+                None => {
+                    let config = self.server.replication(&self.slot, &self.publication, start);
+                    pgwire_replication::ReplicationClient::connect(config).await.map_err(|e| {
+                        Restartable::error(format!("replication session to {}: {e}", self.server.describe()))
+                    })?
+                }
+            };
+            tracing::info!(
+                "following replication slot `{}` from {}",
+                self.slot,
+                pgwire_replication::Lsn(start).to_pg_string()
+            );
+            let control = self.server.connect().await?;
+            let follower = Follower::new(
+                session,
+                control,
+                tables,
+                self.scope.clone(),
+                start,
+                self.position.skip,
+                self.stream.confirm.subscribe(),
+            );
+            self.follower = Some(follower);
+        }
+        let follower = self.follower.as_mut().expect("opened above");
+        let (event, after) = follower.next().await?;
+        match after {
+            Some(after) => {
+                self.position.lsn = Some(pgwire_replication::Lsn(after).to_pg_string());
+                self.position.skip = 0;
+                if follower.changed_tables() {
+                    self.position.tables = Some(follower.defs());
+                }
+            }
+            None => self.position.skip += 1,
+        }
+        Ok(Some(event))
+    }
+}
+
+#[async_trait]
+impl SourceReader for SnapshotReader {
+    async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+        let Some(chunk) = self.chunks.front().cloned() else {
+            if !self.position.chunk.done {
+                self.position.chunk.finish();
+            }
+            return self.follow().await;
+        };
+        let t = self.tables[chunk.table].clone();
+        self.position.chunk.enter(&t.name, &chunk);
+        if !self.announced.contains(&t.id) {
+            self.announced.insert(t.id.clone());
+            return Ok(Some(Event::SchemaChange(t.announce())));
+        }
+        if self.schema_only {
+            self.chunks.pop_front();
+            return Ok(Some(Event::data(
+                &t.id,
+                sluice_guest::batch::Batch::new(arrow::record_batch::RecordBatch::new_empty(t.schema.clone())),
+            )));
+        }
+        let sql = self.page(&t, &chunk);
+        let rows = query(self.session().await?, &sql)
+            .await
+            .map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
+        let mut builder = BatchBuilder::new(t.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;
+        let key = t.integer_key().and_then(|k| t.columns.iter().position(|c| c.name == k));
+        let mut last_key = None;
+        for row in &rows {
+            let values: Vec<Option<&str>> = row.iter().map(Option::as_deref).collect();
+            let texts = t.texts(&values, &self.scope)?;
+            let values: Vec<Value<'_>> = texts.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
+            builder.push(RowKind::Insert, &values).map_err(|e| anyhow::anyhow!("reading `{}`: {}", t.id, e.message))?;
+            if let Some(k) = key {
+                last_key = texts[k].as_deref().and_then(|v| v.parse::<i64>().ok());
+            }
+        }
+        let names = |i: usize| self.tables[i].name.clone();
+        self.position.chunk.advance(&mut self.chunks, rows.len() as u64, PAGE_ROWS, last_key, names);
+        Ok(Some(Event::data(&t.id, builder.finish().map_err(|e| anyhow::anyhow!(e.message))?)))
+    }
+
+    fn position(&self) -> serde_json::Value {
+        self.position.to_value()
+    }
+}

@@ -1,0 +1,371 @@
+//! Worker 0's side of a PostgreSQL source after the snapshot: the pgoutput stream of the slot.
+//!
+//! A transaction's rows become batches, one per run of a table and at most [`super::PAGE_ROWS`]
+//! rows each, handed out as they fill; the last batch of a transaction carries the LSN after it
+//! (an empty batch when nothing of it is left). The batches of one transaction are the same
+//! however often it is streamed, so a position inside one (`skip`) names the same rows after a
+//! restart. A relation message whose columns differ from what the source knows becomes a schema
+//! change (columns added, dropped or retyped; a rename reads as a drop and an add), a TRUNCATE a
+//! truncate. Between transactions a keepalive moves the position to the server's WAL end, so a
+//! slot whose tables are quiet still lets go of WAL.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use pg_walstream::{LogicalReplicationMessage, LogicalReplicationParser, TupleData};
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
+use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
+use sluice_guest::types::DorisType;
+use tokio::sync::watch;
+
+use super::{Scope, Table, TableDef, column, no_identity, type_names};
+use crate::runtime::{Alter, Event, Restartable, SchemaChange};
+
+pub struct Follower {
+    client: ReplicationClient,
+    parser: LogicalReplicationParser,
+    /// For the names of types relation messages give by OID.
+    control: tokio_postgres::Client,
+    tables: Vec<Table>,
+    /// Relation OID → index into `tables` (`None`: not followed).
+    relations: HashMap<u32, Option<usize>>,
+    scope: Arc<Scope>,
+    /// Rows of the open transaction not yet in a batch: (table, kind, values).
+    open: Vec<(usize, RowKind, Vec<Option<String>>)>,
+    ready: VecDeque<Event>,
+    /// The LSN after the transaction whose batches `ready` ends with.
+    committed: Option<u64>,
+    in_transaction: bool,
+    /// Batches of the first transaction already returned before a restart.
+    skip: u64,
+    /// The LSN the slot may be told: raised once a checkpoint holding it is committed.
+    confirm: watch::Receiver<u64>,
+    /// The tables as of the last transaction handed out, and whether they changed in this run.
+    defs: Vec<TableDef>,
+    changed: bool,
+    /// The LSN the position stands at: a keepalive moves it only forward (the server's first
+    /// keepalives after a restart may report WAL before it, while it skips what was confirmed).
+    last: u64,
+}
+
+impl Follower {
+    pub fn new(
+        client: ReplicationClient,
+        control: tokio_postgres::Client,
+        tables: Vec<Table>,
+        scope: Arc<Scope>,
+        start: u64,
+        skip: u64,
+        confirm: watch::Receiver<u64>,
+    ) -> Follower {
+        let defs = tables.iter().map(Table::def).collect();
+        Follower {
+            client,
+            parser: LogicalReplicationParser::with_protocol_version(1),
+            control,
+            tables,
+            relations: HashMap::new(),
+            scope,
+            open: Vec::new(),
+            ready: VecDeque::new(),
+            committed: None,
+            in_transaction: false,
+            skip,
+            confirm,
+            defs,
+            changed: false,
+            last: start,
+        }
+    }
+
+    /// The tables followed as of the last position handed out.
+    pub fn defs(&self) -> Vec<TableDef> {
+        self.defs.clone()
+    }
+
+    /// Whether a table changed since the stream began.
+    pub fn changed_tables(&self) -> bool {
+        self.changed
+    }
+
+    /// The next batch or schema change and, with a transaction's last one, the LSN after it.
+    pub async fn next(&mut self) -> anyhow::Result<(Event, Option<u64>)> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                let at = if self.ready.is_empty() { self.committed.take() } else { None };
+                if at.is_some() {
+                    self.defs = self.tables.iter().map(Table::def).collect();
+                }
+                if self.skip > 0 && at.is_none() {
+                    self.skip -= 1;
+                    continue;
+                }
+                self.skip = 0;
+                return Ok((event, at));
+            }
+            let event = tokio::select! {
+                event = self.client.recv() => event,
+                changed = self.confirm.changed() => {
+                    if changed.is_ok() {
+                        let lsn = *self.confirm.borrow_and_update();
+                        self.client.update_applied_lsn(Lsn(lsn));
+                    }
+                    continue;
+                }
+            };
+            let event = event.map_err(|e| Restartable::error(format!("reading the replication stream: {e}")))?;
+            match event {
+                None => return Err(Restartable::error("the PostgreSQL server ended the replication stream")),
+                Some(ReplicationEvent::Begin { .. }) => self.in_transaction = true,
+                Some(ReplicationEvent::Commit { end_lsn, .. }) => {
+                    self.in_transaction = false;
+                    self.flush()?;
+                    if self.ready.is_empty() {
+                        self.ready.push_back(self.nothing());
+                    }
+                    self.committed = Some(end_lsn.0);
+                    self.last = end_lsn.0;
+                }
+                Some(ReplicationEvent::KeepAlive { wal_end, .. }) => {
+                    if !self.in_transaction && self.open.is_empty() && wal_end.0 > self.last {
+                        self.last = wal_end.0;
+                        self.ready.push_back(self.nothing());
+                        self.committed = Some(wal_end.0);
+                    }
+                }
+                Some(ReplicationEvent::XLogData { data, .. }) => {
+                    let message = self
+                        .parser
+                        .parse_wal_message(&data)
+                        .map_err(|e| anyhow::anyhow!("reading a pgoutput message: {e}"))?;
+                    self.message(message.message).await?;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// An empty batch: the position moved, nothing else.
+    fn nothing(&self) -> Event {
+        let t = &self.tables[0];
+        Event::data(&t.id, Batch::new(arrow::record_batch::RecordBatch::new_empty(t.schema.clone())))
+    }
+
+    async fn message(&mut self, message: LogicalReplicationMessage) -> anyhow::Result<()> {
+        match message {
+            LogicalReplicationMessage::Relation {
+                relation_id,
+                namespace,
+                relation_name,
+                replica_identity,
+                columns,
+            } => {
+                let index = self
+                    .tables
+                    .iter()
+                    .position(|t| t.schema_name == *namespace && t.name == *relation_name)
+                    .filter(|_| self.scope.covers(&namespace, &relation_name));
+                self.relations.insert(relation_id, index);
+                let Some(index) = index else { return Ok(()) };
+                let types = type_names(&self.control, columns.iter().map(|c| c.type_id)).await?;
+                let old = &self.tables[index];
+                let new_columns: Vec<_> = columns
+                    .iter()
+                    .map(|c| {
+                        // Nullability is not in the message: a known column keeps its own.
+                        let known = old.columns.iter().find(|k| k.name == *c.name);
+                        column(&c.name, c.type_id, c.type_modifier, known.is_none_or(|k| k.nullable), &types)
+                    })
+                    .collect();
+                let mut def = old.def();
+                def.replica_identity = char::from(replica_identity);
+                if def.columns == new_columns && def.replica_identity == old.replica_identity {
+                    return Ok(());
+                }
+                let mut alter = Vec::new();
+                for c in &new_columns {
+                    match old.columns.iter().find(|k| k.name == c.name) {
+                        None => alter.push(Alter::AddColumn { name: c.name.clone(), default: None, comment: None }),
+                        Some(k) if k.type_name != c.type_name || k.typmod != c.typmod || k.array != c.array => {
+                            let from = k.doris_type().map(|t| t.to_string()).unwrap_or_else(|_| k.type_name.clone());
+                            alter.push(Alter::ModifyColumn { name: c.name.clone(), from });
+                        }
+                        Some(_) => {}
+                    }
+                }
+                for k in &old.columns {
+                    if !new_columns.iter().any(|c| c.name == k.name) {
+                        alter.push(Alter::DropColumn { name: k.name.clone() });
+                    }
+                }
+                def.columns = new_columns;
+                def.primary_key.retain(|k| def.columns.iter().any(|c| &c.name == k));
+                let table = Table::new(def)?;
+                self.flush()?;
+                if !alter.is_empty() {
+                    tracing::info!(
+                        "`{}` changed: {}",
+                        table.id,
+                        alter.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+                    );
+                    self.ready.push_back(Event::SchemaChange(SchemaChange {
+                        table: table.id.clone(),
+                        schema: table.schema.clone(),
+                        primary_key: table.primary_key.clone(),
+                        ddl: None,
+                        alter,
+                    }));
+                }
+                self.tables[index] = table;
+                self.changed = true;
+            }
+            LogicalReplicationMessage::Insert { relation_id, tuple } => {
+                let Some(t) = self.table(relation_id) else { return Ok(()) };
+                let row = self.values(t, &tuple, None)?;
+                self.push(t, RowKind::Insert, row)?;
+            }
+            LogicalReplicationMessage::Update { relation_id, old_tuple, new_tuple, key_type } => {
+                let Some(t) = self.table(relation_id) else { return Ok(()) };
+                let table = &self.tables[t];
+                let before = old_tuple.as_ref().map(|o| self.values(t, o, None)).transpose()?;
+                // Only a whole old row ('O') holds the values of unchanged TOASTed columns.
+                let whole = before.as_deref().filter(|_| key_type == Some('O'));
+                let after = self.values(t, &new_tuple, whole)?;
+                let key: Vec<usize> =
+                    table.primary_key.iter().filter_map(|k| table.columns.iter().position(|c| &c.name == k)).collect();
+                match before {
+                    // The key changed ('K', the old key only; or 'O', the old row).
+                    Some(b) if key.iter().any(|&k| b[k] != after[k]) => {
+                        let b = self.fill(t, b);
+                        self.push(t, RowKind::Delete, b)?;
+                        self.push(t, RowKind::Insert, after)?;
+                    }
+                    Some(b) if table.replica_identity == 'f' => {
+                        self.push(t, RowKind::UpdateBefore, b)?;
+                        self.push(t, RowKind::UpdateAfter, after)?;
+                    }
+                    _ if key.is_empty() => anyhow::bail!("{}", no_identity(table)),
+                    _ => self.push(t, RowKind::UpdateAfter, after)?,
+                }
+            }
+            LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
+                let Some(t) = self.table(relation_id) else { return Ok(()) };
+                if self.tables[t].primary_key.is_empty() && self.tables[t].replica_identity != 'f' {
+                    anyhow::bail!("{}", no_identity(&self.tables[t]));
+                }
+                let row = self.values(t, &old_tuple, None)?;
+                let row = self.fill(t, row);
+                self.push(t, RowKind::Delete, row)?;
+            }
+            LogicalReplicationMessage::Truncate { relation_ids, .. } => {
+                self.flush()?;
+                for id in relation_ids {
+                    if let Some(t) = self.table(id) {
+                        let t = &self.tables[t];
+                        self.ready.push_back(Event::SchemaChange(SchemaChange {
+                            table: t.id.clone(),
+                            schema: t.schema.clone(),
+                            primary_key: t.primary_key.clone(),
+                            ddl: Some(format!("TRUNCATE {}", t.quoted())),
+                            alter: vec![Alter::Truncate],
+                        }));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn table(&self, relation: u32) -> Option<usize> {
+        self.relations.get(&relation).copied().flatten()
+    }
+
+    /// A tuple's values as Doris text; an unchanged TOASTed value is taken from `old` (the old
+    /// row, sent with REPLICA IDENTITY FULL), as PostgreSQL sends nothing else for it.
+    fn values(
+        &self,
+        t: usize,
+        tuple: &TupleData,
+        old: Option<&[Option<String>]>,
+    ) -> anyhow::Result<Vec<Option<String>>> {
+        let table = &self.tables[t];
+        if tuple.columns.len() != table.columns.len() {
+            anyhow::bail!(
+                "`{}`: a change has {} columns where the relation has {}; start over with a new `pipeline.state_dir`",
+                table.id,
+                tuple.columns.len(),
+                table.columns.len()
+            );
+        }
+        let mut out = Vec::with_capacity(table.columns.len());
+        for (i, (c, v)) in table.columns.iter().zip(&tuple.columns).enumerate() {
+            if v.is_unchanged() {
+                match old.and_then(|o| o.get(i)) {
+                    Some(value) => out.push(value.clone()),
+                    None => anyhow::bail!(
+                        "`{}`: an update left column `{}` (a large, TOASTed value) unchanged, and PostgreSQL sends such a value only with the old row; run `ALTER TABLE {} REPLICA IDENTITY FULL`",
+                        table.id,
+                        c.name,
+                        table.quoted()
+                    ),
+                }
+                continue;
+            }
+            if v.is_null() {
+                out.push(None);
+                continue;
+            }
+            let text = v.as_str().unwrap_or_default();
+            out.push(Some(
+                c.text(&text, self.scope.binary, self.scope.zone)
+                    .map_err(|e| anyhow::anyhow!("`{}`: {e}", table.id))?,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// A deleted row's old key with the other columns PostgreSQL did not send (NULL) filled in
+    /// where the column is NOT NULL, so Doris takes the delete rather than filtering the row.
+    fn fill(&self, t: usize, mut row: Vec<Option<String>>) -> Vec<Option<String>> {
+        let table = &self.tables[t];
+        for (c, v) in table.columns.iter().zip(row.iter_mut()) {
+            if v.is_none() && !c.nullable {
+                *v = Some(
+                    match c.doris_type() {
+                        Ok(DorisType::Date) => "1970-01-01",
+                        Ok(DorisType::DateTime { .. }) => "1970-01-01 00:00:00",
+                        Ok(DorisType::Json) => "null",
+                        Ok(DorisType::Varchar(_) | DorisType::String | DorisType::Char(_)) => "",
+                        Ok(DorisType::Boolean) => "false",
+                        _ => "0",
+                    }
+                    .to_string(),
+                );
+            }
+        }
+        row
+    }
+
+    fn push(&mut self, t: usize, kind: RowKind, row: Vec<Option<String>>) -> anyhow::Result<()> {
+        if self.open.last().is_some_and(|(last, ..)| *last != t) || self.open.len() as u64 >= super::PAGE_ROWS {
+            self.flush()?;
+        }
+        self.open.push((t, kind, row));
+        Ok(())
+    }
+
+    /// The open rows become a batch.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        let Some(&(t, ..)) = self.open.first() else { return Ok(()) };
+        let table = &self.tables[t];
+        let mut builder = BatchBuilder::new(table.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;
+        for (_, kind, row) in self.open.drain(..) {
+            let values: Vec<Value<'_>> = row.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
+            builder.push(kind, &values).map_err(|e| anyhow::anyhow!("`{}`: {}", table.id, e.message))?;
+        }
+        let batch = builder.finish().map_err(|e| anyhow::anyhow!(e.message))?;
+        self.ready.push_back(Event::data(&table.id, batch));
+        Ok(())
+    }
+}

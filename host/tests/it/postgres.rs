@@ -1,0 +1,361 @@
+//! The `postgres` source against a PostgreSQL server each test starts (initdb into a temp dir,
+//! `wal_level = logical`, a free loopback port), writing into doris-lite.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{Background, Doris, pipeline_file};
+
+const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A PostgreSQL server of this test, run as the `postgres` user (it refuses root). Stopped
+/// when dropped.
+pub struct Postgres {
+    child: Child,
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+fn postgres_ids() -> (u32, u32) {
+    let id = |flag: &str| {
+        let out = Command::new("id").args([flag, "postgres"]).output().expect("id runs");
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().expect("a postgres user exists")
+    };
+    (id("-u"), id("-g"))
+}
+
+impl Postgres {
+    pub fn start() -> Postgres {
+        Postgres::start_with("logical")
+    }
+
+    pub fn start_with(wal_level: &str) -> Postgres {
+        let (uid, gid) = postgres_ids();
+        let dir = tempfile::tempdir().unwrap();
+        let data: PathBuf = dir.path().join("data");
+        assert!(Command::new("chown").arg("postgres:postgres").arg(dir.path()).status().unwrap().success());
+        let init = Command::new(format!("{BIN}/initdb"))
+            .args(["--auth=trust", "--username=postgres", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"])
+            .arg("-D")
+            .arg(&data)
+            .uid(uid)
+            .gid(gid)
+            .output()
+            .expect("initdb runs");
+        assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = dir.path().join("server.log");
+        let child = Command::new(format!("{BIN}/postgres"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+            .arg("-c")
+            .arg(format!("unix_socket_directories={}", dir.path().display()))
+            .args(["-c", &format!("wal_level={wal_level}"), "-c", "max_replication_slots=8", "-c", "max_wal_senders=8"])
+            .args(["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .uid(uid)
+            .gid(gid)
+            .spawn()
+            .expect("postgres starts");
+        let server = Postgres { child, port, dir };
+        for _ in 0..300 {
+            let ok = Command::new("psql")
+                .args(["-h127.0.0.1", "-p", &port.to_string(), "-Upostgres", "-dpostgres", "-Atc", "SELECT 1"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if ok {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("PostgreSQL did not answer on port {port}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    }
+
+    /// Rows of `sql` (psql, fields tab separated, NULL empty).
+    pub fn sql(&self, sql: &str) -> Vec<String> {
+        let out = Command::new("psql")
+            .args([
+                "-h127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-Upostgres",
+                "-dpostgres",
+                "-At",
+                "-F\t",
+                "-Pnull=NULL",
+            ])
+            .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .expect("psql is installed");
+        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// `confirmed_flush_lsn` of `slot`, as a number.
+    pub fn confirmed(&self, slot: &str) -> Option<u64> {
+        let rows = self
+            .sql(&format!("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = '{slot}'"));
+        rows.first().and_then(|r| r.parse().ok())
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pipeline(pg: &Postgres, doris: &Doris, name: &str, source: &str) -> String {
+    format!(
+        "[pipeline]\nname = \"{name}\"\ncheckpoint_interval = \"300ms\"\n\n\
+         [connections.pg]\ntype = \"postgres\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"postgres\"\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"postgres\"\nconnection = \"pg\"\ndatabase = \"postgres\"\nslot_name = \"{name}\"\n{source}\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\n",
+        pg.port,
+        doris.fenodes()
+    )
+}
+
+/// Polls until `doris` answers `target` with what PostgreSQL answers `source` (60 s at most).
+async fn converges(pg: &Postgres, doris: &Doris, source: &str, target: &str) -> Result<(), String> {
+    crate::common::converges(|| pg.sql(source), doris, target, 60).await
+}
+
+/// Every type of the connector's map, NULLs and emoji, through the snapshot (rows 1, 3) and the
+/// stream (rows 2, 4), then updates, a delete, a primary-key change, added / dropped / retyped
+/// columns and a TRUNCATE: the Doris table equals the source's, column by column, each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_mirrors_every_type_then_follows_changes_and_columns() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let columns = "id INT PRIMARY KEY, s SMALLINT, big BIGINT, n NUMERIC(38,10), free NUMERIC, r REAL, d DOUBLE PRECISION, \
+         ts TIMESTAMP(3), tz TIMESTAMPTZ, day DATE, ok BOOLEAN, b1 BIT(1), b8 BIT(8), c CHAR(3), v VARCHAR(10), t TEXT, \
+         tm TIME, iv INTERVAL, u UUID, by BYTEA, j JSON, jb JSONB, ints INT[], texts TEXT[], m mood, ip INET";
+    let row = |id: i32| {
+        format!(
+            "({id}, -32768, 9223372036854775807, 1234567890123456789012345678.0123456789, 3.14159265358979, 1.5, 2.5e-3, \
+             '2026-12-01 23:59:59.123', '2026-07-01 16:30:00.25+02', '2026-02-28', true, B'1', B'10100101', 'ab', 'naïve 😀', \
+             'text ✓', '12:34:56', '1 day 02:03:04', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\\x6f6b', '{{\"k\": [1, \"😀\"]}}', \
+             '{{\"b\": 2, \"a\": 1}}', '{{1,NULL,3}}', '{{\"a b\",\"c,d\"}}', 'sad', '10.0.0.1')"
+        )
+    };
+    let nulls = |id: i32| format!("({id}{})", ", NULL".repeat(25));
+    pg.sql(&format!(
+        "CREATE TYPE mood AS ENUM ('happy', 'sad'); CREATE TABLE all_types ({columns}); \
+         INSERT INTO all_types VALUES {}, {}; CREATE TABLE skipped (id INT PRIMARY KEY)",
+        row(1),
+        nulls(3)
+    ));
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = pipeline(&pg, &doris, "types", "include = \"all_types\"\nscan.startup.mode = \"initial\"")
+        + "schema_change.truncate = true\n";
+    let path = pipeline_file(dir.path(), &text);
+    let mut run = Background::start(&path);
+    // The source's values printed as Doris prints its columns.
+    let source = "SELECT id, s, big, n, free, r, d, to_char(ts, 'YYYY-MM-DD HH24:MI:SS.US'), \
+         to_char(tz AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), day, ok::int, b1::int, \
+         b8, c, v, t, tm, iv, u, convert_from(by, 'UTF8'), j, jb, array_to_json(ints), array_to_json(texts), m, ip \
+         FROM all_types ORDER BY id";
+    let target = "SELECT id, s, big, n, free, r, d, ts, tz, day, CAST(ok AS INT), CAST(b1 AS INT), b8, c, v, t, tm, iv, u, \
+         `by`, j, jb, ints, texts, m, ip FROM ods.all_types ORDER BY id";
+    let show = |doris: &Doris| doris.sql(target).join("\n");
+    if let Err(e) = converges(&pg, &doris, source, target).await {
+        panic!("snapshot: {e}\n{}\n{}", run.log(), pg.log());
+    }
+    run.until(60, "the stream", |r| r.log().contains("following replication slot `types`")).await;
+    pg.sql(&format!("INSERT INTO all_types VALUES {}, {}", row(2), nulls(4)));
+    converges(&pg, &doris, source, target).await.unwrap_or_else(|e| panic!("stream: {e}\n{}", show(&doris)));
+    assert_eq!(doris.sql(target).len(), 4);
+
+    pg.sql("UPDATE all_types SET v = 'changed', t = NULL WHERE id = 1; DELETE FROM all_types WHERE id = 3; UPDATE all_types SET id = 30 WHERE id = 4");
+    converges(&pg, &doris, source, target).await.unwrap();
+    assert_eq!(doris.sql("SELECT id FROM ods.all_types ORDER BY id"), ["1", "2", "30"]);
+
+    pg.sql("ALTER TABLE all_types ADD COLUMN extra INT; ALTER TABLE all_types DROP COLUMN ip; INSERT INTO all_types (id, extra) VALUES (5, 55)");
+    let (source, target) = (source.replace(", ip", ", extra"), target.replace(", ip", ", extra"));
+    converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("columns: {e}\n{}", run.log()));
+    pg.sql("ALTER TABLE all_types ALTER COLUMN s TYPE INT; UPDATE all_types SET s = 100000 WHERE id = 5");
+    converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("retype: {e}\n{}", run.log()));
+
+    pg.sql("TRUNCATE all_types; INSERT INTO all_types (id) VALUES (7)");
+    converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("truncate: {e}\n{}", run.log()));
+    assert!(doris.sql("SHOW TABLES FROM ods").iter().all(|t| t != "skipped"));
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
+/// `kill -9` five times while the snapshot is read and five times while the slot is followed
+/// under a steady stream of inserts, updates, deletes and key changes: each Doris table ends
+/// equal to its source (a table without a primary key, DUPLICATE in Doris, shows any row loaded
+/// twice), and after every kill the slot's confirmed LSN is not past the LSN of
+/// the last checkpoint (PostgreSQL still holds every change Doris may lack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_in_the_snapshot_and_the_stream_loses_and_repeats_nothing() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql(
+        "CREATE TABLE items (id INT PRIMARY KEY, v INT, s VARCHAR(20)); \
+         INSERT INTO items SELECT g, g % 97, 'item-' || g FROM generate_series(1, 600000) g; \
+         CREATE TABLE notes (n INT, txt VARCHAR(20)); ALTER TABLE notes REPLICA IDENTITY FULL; \
+         INSERT INTO notes SELECT g, 'note-' || g FROM generate_series(1, 20000) g",
+    );
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = pipeline(&pg, &doris, "crash", "scan.startup.mode = \"initial\"\nchunk_size = 500")
+        .replace("checkpoint_interval", "parallelism = 2\ncheckpoint_interval");
+    let path = pipeline_file(dir.path(), &text);
+    let state = dir.path().join(".sluice").join("crash");
+    let following = |run: &Background| run.log().contains("following replication slot");
+    // The slot's confirmed LSN is not past the last checkpoint's.
+    let check_slot = |when: &str| {
+        let Some(confirmed) = pg.confirmed("crash") else { return };
+        let st = sluice::state::StateDir::open(&state).unwrap();
+        let lsn =
+            st.checkpoint().unwrap().and_then(|cp| cp.sources["postgres"][0]["lsn"].as_str().map(str::to_string)).map(
+                |l| {
+                    let (hi, lo) = l.split_once('/').unwrap();
+                    u64::from_str_radix(hi, 16).unwrap() << 32 | u64::from_str_radix(lo, 16).unwrap()
+                },
+            );
+        if let Some(lsn) = lsn {
+            assert!(confirmed <= lsn, "{when}: the slot confirmed {confirmed:x}, past the checkpoint's {lsn:x}");
+        }
+    };
+    let (mut in_snapshot, mut in_stream) = (0, 0);
+    let mut done = false;
+    while !done && in_snapshot < 8 {
+        let run = Background::start(&path);
+        tokio::time::sleep(Duration::from_millis(300 + fastrand::u64(..300))).await;
+        done = following(&run);
+        run.kill_9();
+        check_slot("in the snapshot");
+        if !done {
+            in_snapshot += 1;
+        }
+    }
+    assert!(in_snapshot >= 5, "the snapshot was read before five kills ({in_snapshot})");
+    // The rest of the snapshot, before the writes begin (a snapshot resumed after a crash reads
+    // the rows as they are then, and replays the changes since the slot was made).
+    let mut run = Background::start(&path);
+    run.until(120, "the stream", following).await;
+    run.kill_9();
+
+    let port = pg.port;
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let on = writing.clone();
+    let writer = std::thread::spawn(move || {
+        let mut n = 1_000_000;
+        while on.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut script = String::new();
+            for _ in 0..20 {
+                n += 1;
+                script.push_str(&format!(
+                    "INSERT INTO items VALUES ({n}, 1, 'new'); UPDATE items SET v = v + 1 WHERE id = {}; \
+                     DELETE FROM items WHERE id = {}; UPDATE items SET id = {} WHERE id = {}; \
+                     INSERT INTO notes VALUES ({n}, 'later'); ",
+                    n % 600_000 + 1,
+                    (n * 7) % 600_000 + 1,
+                    n + 10_000_000,
+                    (n * 13) % 600_000 + 1,
+                ));
+            }
+            let out = Command::new("psql")
+                .args([
+                    "-h127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                    "-Upostgres",
+                    "-dpostgres",
+                    "-q",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                ])
+                .args([
+                    "-c",
+                    &format!("BEGIN; {script} COMMIT;"),
+                    "-c",
+                    &format!("INSERT INTO notes VALUES ({n}, 'single')"),
+                ])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let first = pg.confirmed("crash").unwrap_or(0);
+    for _ in 0..5 {
+        let mut run = Background::start(&path);
+        run.until(60, "the stream", following).await;
+        tokio::time::sleep(Duration::from_millis(500 + fastrand::u64(..1000))).await;
+        run.kill_9();
+        check_slot("in the stream");
+        in_stream += 1;
+    }
+    writing.store(false, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(pg.confirmed("crash").unwrap() > first, "the slot was never confirmed past where the stream began");
+
+    let run = Background::start(&path);
+    let items = ("SELECT id, v, s FROM items ORDER BY id", "SELECT id, v, s FROM ods.items ORDER BY id");
+    let notes = ("SELECT n, txt FROM notes ORDER BY n, txt", "SELECT n, txt FROM ods.notes ORDER BY n, txt");
+    for (source, target) in [items, notes] {
+        if let Err(e) = converges(&pg, &doris, source, target).await {
+            panic!("after {in_snapshot} + {in_stream} kills: {}\n{}", &e[..e.len().min(2000)], run.log());
+        }
+    }
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+/// What stops a pipeline before it reads: a server without `wal_level = logical`, a table
+/// PostgreSQL would send no old key for, a slot of another plugin — each named with what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_logical_wal_or_a_table_without_identity_is_named() {
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let attempt = |text: String| {
+        let path = pipeline_file(dir.path(), &text);
+        async move {
+            let file = sluice::pipeline::load_file(&path).unwrap();
+            sluice::pipeline::prepare(&path, file).await.map(drop)
+        }
+    };
+    let replica = tokio::task::spawn_blocking(|| Postgres::start_with("replica")).await.unwrap();
+    replica.sql("CREATE TABLE t (id INT PRIMARY KEY)");
+    let e =
+        format!("{:#}", attempt(pipeline(&replica, &doris, "w", "scan.startup.mode = \"initial\"")).await.unwrap_err());
+    assert!(e.contains("has wal_level = replica: reading changes needs wal_level = logical"), "{e}");
+    // A snapshot needs no slot.
+    attempt(pipeline(&replica, &doris, "w", "scan.startup.mode = \"snapshot\"")).await.unwrap();
+
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql("CREATE TABLE keyless (a INT, b TEXT)");
+    let e = format!("{:#}", attempt(pipeline(&pg, &doris, "k", "scan.startup.mode = \"initial\"")).await.unwrap_err());
+    assert!(
+        e.contains("table `public.keyless` has no primary key and REPLICA IDENTITY DEFAULT")
+            && e.contains("ALTER TABLE \"public\".\"keyless\" REPLICA IDENTITY FULL"),
+        "{e}"
+    );
+    pg.sql("ALTER TABLE keyless REPLICA IDENTITY FULL");
+    pg.sql("SELECT pg_create_logical_replication_slot('other', 'test_decoding')");
+    let text = pipeline(&pg, &doris, "other", "scan.startup.mode = \"initial\"");
+    let path = pipeline_file(dir.path(), &text);
+    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    let options = sluice::runtime::RunOptions { quiet: true, status_interval: None };
+    let e = format!("{:#}", sluice::runtime::run(&prepared, &options, rx).await.unwrap_err());
+    assert!(e.contains("replication slot `other` exists for plugin test_decoding"), "{e}");
+}
