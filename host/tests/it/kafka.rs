@@ -294,3 +294,86 @@ async fn kafka_facts_are_enriched_from_a_doris_dimension_table() {
     let (code, log) = run.stop().await;
     assert_eq!(code, Some(0), "{log}");
 }
+
+/// `scan.startup.mode` on a fresh start, and the offsets the group is told: a pipeline from the
+/// earliest offset loads everything and reports its offsets to its group once committed; a second
+/// pipeline (its own state) with `group-offsets` on that group reads only what came after;
+/// `latest-offset` only what is produced after it starts; `timestamp` what was produced from then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_modes_and_the_groups_offsets() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let broker = tokio::task::spawn_blocking(Broker::start).await.unwrap();
+    broker.create_topic("ev", 2);
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE db");
+    for t in ["early", "group", "late", "stamp"] {
+        doris.sql(&format!("CREATE TABLE db.{t} (n INT) DUPLICATE KEY(n) DISTRIBUTED BY HASH(n) BUCKETS 1"));
+    }
+    let producer = broker.producer();
+    let batch = |from: i32, to: i32| (from..to).map(|n| (n.to_string(), format!(r#"{{"n":{n}}}"#))).collect::<Vec<_>>();
+    produce(&producer, "ev", None, &batch(0, 10)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = |name: &str, startup: &str, group: &str| {
+        let text = head(&broker, &doris, name)
+            + &format!(
+                "[[source]]\ntype = \"kafka\"\nconnection = \"events\"\ntopics = [\"ev\"]\ngroup_id = \"{group}\"\n{startup}\n\
+                 format = \"json\"\nschema = \"n INT\"\n\n[[sink]]\ntype = \"doris\"\ntable = \"db.{name}\"\n"
+            );
+        pipeline_file(&dir.path().join(name), &text)
+    };
+    let count = |t: &str| doris.sql(&format!("SELECT COUNT(*), MIN(n), MAX(n) FROM db.{t}"))[0].clone();
+
+    let run = Background::start(&pipeline("early", "scan.startup.mode = \"earliest-offset\"", "g1"));
+    until_rows(&doris, "SELECT COUNT(*) FROM db.early", &["10"], &run).await;
+    // The group hears the offsets after the checkpoint that holds them is committed.
+    let group: BaseConsumer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", broker.servers()).set("group.id", "g1").create().unwrap();
+    let mut list = rdkafka::TopicPartitionList::new();
+    list.add_partition("ev", 0);
+    list.add_partition("ev", 1);
+    let mut committed = 0;
+    for _ in 0..100 {
+        let got = group.committed_offsets(list.clone(), Duration::from_secs(10)).unwrap();
+        committed = got
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                rdkafka::Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+            .sum::<i64>();
+        if committed == 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(committed, 10, "the group's committed offsets");
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+
+    produce(&producer, "ev", None, &batch(10, 15)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    produce(&producer, "ev", None, &batch(15, 20)).await;
+
+    let run = Background::start(&pipeline("group", "scan.startup.mode = \"group-offsets\"", "g1"));
+    until_rows(&doris, "SELECT COUNT(*) FROM db.group", &["10"], &run).await;
+    assert_eq!(count("group"), "10\t10\t19");
+    run.stop().await;
+
+    let stamp = format!("scan.startup.mode = \"timestamp\"\nscan.startup.timestamp_millis = {since}");
+    let run = Background::start(&pipeline("stamp", &stamp, "g3"));
+    until_rows(&doris, "SELECT COUNT(*) FROM db.stamp", &["5"], &run).await;
+    assert_eq!(count("stamp"), "5\t15\t19");
+    run.stop().await;
+
+    let mut run = Background::start(&pipeline("late", "scan.startup.mode = \"latest-offset\"", "g4"));
+    // Started (its first checkpoint taken) before the next messages.
+    let state = dir.path().join("late/.sluice/late/checkpoint.json");
+    run.until(60, "a first checkpoint", |_| state.exists()).await;
+    produce(&producer, "ev", None, &batch(20, 23)).await;
+    until_rows(&doris, "SELECT COUNT(*), MIN(n), MAX(n) FROM db.late", &["3\t20\t22"], &run).await;
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+}

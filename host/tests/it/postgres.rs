@@ -359,3 +359,23 @@ async fn a_server_without_logical_wal_or_a_table_without_identity_is_named() {
     let e = format!("{:#}", sluice::runtime::run(&prepared, &options, rx).await.unwrap_err());
     assert!(e.contains("replication slot `other` exists for plugin test_decoding"), "{e}");
 }
+
+/// `latest-offset`: no snapshot; the tables are created in Doris and only the changes made after
+/// the slot was created arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_offset_reads_only_the_changes_from_now() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql("CREATE TABLE t (id INT PRIMARY KEY, note TEXT); INSERT INTO t VALUES (1, 'before'), (2, 'before')");
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &pipeline(&pg, &doris, "late", "scan.startup.mode = \"latest-offset\""));
+    let mut run = Background::start(&path);
+    run.until(60, "the stream", |r| r.log().contains("following replication slot `late`")).await;
+    pg.sql("INSERT INTO t VALUES (3, 'after'); UPDATE t SET note = 'changed' WHERE id = 1");
+    let source = "SELECT id, note FROM t WHERE note <> 'before' ORDER BY id";
+    converges(&pg, &doris, source, "SELECT id, note FROM ods.t ORDER BY id").await.unwrap();
+    assert_eq!(doris.sql("SELECT id, note FROM ods.t ORDER BY id"), ["1\tchanged", "3\tafter"]);
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+}
