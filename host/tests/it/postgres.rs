@@ -379,3 +379,79 @@ async fn latest_offset_reads_only_the_changes_from_now() {
     let (code, log) = run.stop().await;
     assert_eq!(code, Some(0), "{log}");
 }
+
+/// The seed's `postgres-sync-database` command, as written after `sluice` (host, port and Doris
+/// addresses of this test; the server trusts the connection, so the given password is not
+/// asked for): `tbl1` and `tbl2` are created in Doris with their rows, then a change made while
+/// it runs follows; `other` is not included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sync_database_runs_the_connectors_command_as_written() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql(
+        "CREATE TABLE tbl1 (id INT PRIMARY KEY, v VARCHAR(8)); CREATE TABLE tbl2 (k BIGINT PRIMARY KEY, at TIMESTAMPTZ); \
+         CREATE TABLE other (id INT PRIMARY KEY); INSERT INTO tbl1 VALUES (1, 'a'), (2, 'b'); \
+         INSERT INTO tbl2 VALUES (7, '2026-12-01 10:00:00+00')",
+    );
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let fe = doris.h().fe_http_addr().to_string();
+    let jdbc = format!("jdbc-url=jdbc:mysql://127.0.0.1:{}", doris.h().query_addr().port());
+    let port = format!("port={}", pg.port);
+    let fenodes = format!("fenodes={fe}");
+    let args = [
+        "postgres-sync-database",
+        "-Dexecution.checkpointing.interval=1s",
+        "-Dparallelism.default=1",
+        "--database",
+        "db1",
+        "--postgres-conf",
+        "hostname=127.0.0.1",
+        "--postgres-conf",
+        &port,
+        "--postgres-conf",
+        "username=postgres",
+        "--postgres-conf",
+        "password=123456",
+        "--postgres-conf",
+        "database-name=postgres",
+        "--postgres-conf",
+        "schema-name=public",
+        "--postgres-conf",
+        "slot.name=test",
+        "--postgres-conf",
+        "decoding.plugin.name=pgoutput",
+        "--including-tables",
+        "tbl1|tbl2",
+        "--sink-conf",
+        &fenodes,
+        "--sink-conf",
+        "username=root",
+        "--sink-conf",
+        "password=",
+        "--sink-conf",
+        &jdbc,
+        "--sink-conf",
+        "sink.label-prefix=label",
+        "--table-conf",
+        "replication_num=1",
+    ];
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("sync.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(dir.path().join("sync.log")).unwrap_or_default();
+    let source = "SELECT id, v FROM tbl1 ORDER BY id";
+    let result = converges(&pg, &doris, source, "SELECT id, v FROM db1.tbl1 ORDER BY id").await;
+    result.unwrap_or_else(|e| panic!("{e}\n{}", log()));
+    let tbl2 = "SELECT k, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') FROM tbl2";
+    converges(&pg, &doris, tbl2, "SELECT k, at FROM db1.tbl2").await.unwrap();
+    pg.sql("INSERT INTO tbl1 VALUES (3, 'c'); DELETE FROM tbl1 WHERE id = 1");
+    converges(&pg, &doris, source, "SELECT id, v FROM db1.tbl1 ORDER BY id").await.unwrap();
+    assert!(doris.sql("SHOW TABLES FROM db1").iter().all(|t| t != "other"), "--including-tables");
+    assert_eq!(pg.sql("SELECT slot_name, plugin FROM pg_replication_slots"), ["test\tpgoutput"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
