@@ -116,8 +116,8 @@ fn head(broker: &Broker, doris: &Doris, name: &str) -> String {
 
 /// The Doris documentation's `op_type` case (`pipelines/kafka-op-type.toml`): `{"op_type":
 /// "delete", "data": {…}}` messages through the `op-type-delete-sign` decoder plugin into a UNIQUE
-/// table — inserts land, a delete removes
-/// its row (`__DORIS_DELETE_SIGN__`), a later upsert replaces a row.
+/// table — inserts land, a delete removes its row (`__DORIS_DELETE_SIGN__`), a later upsert
+/// replaces a row; a message the plugin rejects stops the pipeline naming where it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn op_type_messages_upsert_and_delete_rows_through_a_decoder_plugin() {
     let broker = tokio::task::spawn_blocking(Broker::start).await.unwrap();
@@ -152,8 +152,12 @@ async fn op_type_messages_upsert_and_delete_rows_through_a_decoder_plugin() {
     until_rows(&doris, sql, &["1\tzhangsan", "2\tlisi", "3\twangwu"], &run).await;
     produce(&producer, "user_ops", None, &[op("delete", 1, "zhangsan"), op("update", 3, "wangwu2")]).await;
     until_rows(&doris, sql, &["2\tlisi", "3\twangwu2"], &run).await;
-    let (code, log) = run.stop().await;
-    assert_eq!(code, Some(0), "{log}");
+    // A message the plugin rejects stops the pipeline, naming the message.
+    produce(&producer, "user_ops", Some(1), &[("9".into(), "{not json".into())]).await;
+    let (code, log) = run.exit(60).await;
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("invalid JSON") && log.contains("(the message at topic `user_ops` partition 1 offset "), "{log}");
+    assert_eq!(doris.sql(sql), ["2\tlisi", "3\twangwu2"]);
 }
 
 /// Debezium JSON change events from Kafka, decoded by the source (`format = "debezium-json"`):
