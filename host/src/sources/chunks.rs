@@ -1,18 +1,24 @@
 //! Snapshot chunks of a table with a single integer key, and a reader's cursor through its
 //! share of them, shared by the database sources.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-/// A piece of one table: key values `[start, start + chunk_size)` of its integer key (the
-/// first and last chunks open-ended), or all of it. A chunk is known by its table and start, which
-/// do not move when rows come and go, so a restored position names the same chunk.
+/// At most this many chunks per table: a table whose keys spread wider gets wider chunks.
+pub(crate) const MAX_CHUNKS: u64 = 16_384;
+
+/// A piece of one table: key values `[start, start + step)` of its integer key (the first and
+/// last chunks open-ended), or all of it. A chunk is known by its table and start, which do not
+/// move when rows come and go (the step of a table is kept in the positions for the whole
+/// snapshot), so a restored position names the same chunk.
 #[derive(Debug, Clone)]
 pub(crate) struct Chunk {
     pub table: usize,
-    /// `(start, end)`: `start` is a multiple of `chunk_size` (or `i64::MIN` for the first).
+    /// `(start, end)`: `start` is a multiple of `step` (or `i64::MIN` for the first).
     pub range: Option<(i64, Option<i64>)>,
+    /// The width of the table's chunks.
+    pub step: u64,
 }
 
 impl Chunk {
@@ -20,26 +26,41 @@ impl Chunk {
         self.range.map_or(i64::MIN, |(s, _)| s)
     }
 
+    /// The width of the chunks of a table whose keys lie in `bounds`: `chunk_size`, doubled until
+    /// the table has at most [`MAX_CHUNKS`] chunks (sparse keys, such as one row at
+    /// `i64::MAX`, would make billions).
+    pub fn step_for(bounds: Option<(i64, i64)>, chunk_size: u64) -> u64 {
+        let mut step = chunk_size.clamp(1, 1 << 62);
+        let Some((lo, hi)) = bounds else { return step };
+        let width = (i128::from(hi) - i128::from(lo)).max(0) as u128;
+        while width / u128::from(step) > u128::from(MAX_CHUNKS) && step < 1 << 62 {
+            step *= 2;
+        }
+        step
+    }
+
     /// The chunks of table `table`, whose keys lie in `bounds` (none: it is empty), cut at
-    /// multiples of `chunk_size` whatever the lowest key is today.
-    pub fn split(table: usize, bounds: Option<(i64, i64)>, chunk_size: u64) -> Vec<Chunk> {
-        let Some((lo, hi)) = bounds else { return vec![Chunk { table, range: Some((i64::MIN, None)) }] };
-        let step = chunk_size.clamp(1, i64::MAX as u64) as i64;
+    /// multiples of `step` whatever the lowest key is today.
+    pub fn split(table: usize, bounds: Option<(i64, i64)>, step: u64) -> Vec<Chunk> {
+        let open = |from: i64| Chunk { table, range: Some((from, None)), step };
+        let Some((lo, hi)) = bounds else { return vec![open(i64::MIN)] };
+        let width = i128::from(step.max(1));
         let mut chunks = Vec::new();
         let mut from = i64::MIN;
-        let mut next = lo.div_euclid(step).saturating_add(1).saturating_mul(step);
-        while next <= hi {
-            chunks.push(Chunk { table, range: Some((from, Some(next))) });
-            from = next;
-            next = next.saturating_add(step);
+        let mut next = (i128::from(lo).div_euclid(width) + 1) * width;
+        while next <= i128::from(hi) {
+            let at = next as i64; // <= hi, so it fits
+            chunks.push(Chunk { table, range: Some((from, Some(at))), step });
+            from = at;
+            next += width;
         }
-        chunks.push(Chunk { table, range: Some((from, None)) });
+        chunks.push(open(from));
         chunks
     }
 
     /// The whole table, in one piece (no integer key).
     pub fn whole(table: usize) -> Chunk {
-        Chunk { table, range: None }
+        Chunk { table, range: None, step: 1 }
     }
 }
 
@@ -55,6 +76,9 @@ pub(crate) struct ChunkCursor {
     /// Every chunk of this reader is read.
     #[serde(default)]
     pub done: bool,
+    /// The chunk width of each table of the snapshot, the same for its whole life.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub steps: BTreeMap<String, u64>,
 }
 
 /// The chunks of worker `worker` of `readers` that `at` has not read, and whether `at` stands
@@ -64,14 +88,15 @@ pub(crate) struct ChunkCursor {
 pub(crate) fn resume(
     chunks: &[Chunk],
     readers: usize,
-    chunk_size: u64,
     worker: usize,
     at: &ChunkCursor,
     name: impl Fn(usize) -> String,
 ) -> (VecDeque<Chunk>, bool) {
-    let (n, step) = (readers.max(1) as i64, chunk_size.clamp(1, i64::MAX as u64) as i64);
+    let n = readers.max(1) as i128;
     let mine = |c: &Chunk| match c.range {
-        Some((s, _)) if s != i64::MIN => s.div_euclid(step).rem_euclid(n) as usize == worker,
+        Some((s, _)) if s != i64::MIN => {
+            i128::from(s).div_euclid(i128::from(c.step.max(1))).rem_euclid(n) as usize == worker
+        }
         _ => c.table % readers.max(1) == worker,
     };
     let mut out: VecDeque<Chunk> = chunks.iter().filter(|c| mine(c)).cloned().collect();
@@ -129,6 +154,7 @@ impl ChunkCursor {
                 done: next.is_none(),
                 table: next.as_ref().map(|n| n.0.clone()),
                 start: next.map(|n| n.1),
+                steps: std::mem::take(&mut self.steps),
                 ..ChunkCursor::default()
             };
         } else {
@@ -141,11 +167,16 @@ impl ChunkCursor {
     pub fn finish(&mut self) {
         *self = ChunkCursor { done: true, ..ChunkCursor::default() };
     }
+
+    /// The chunk widths a run uses: those of the restored positions, the same for every reader.
+    pub fn restored_steps<'a>(positions: impl IntoIterator<Item = &'a ChunkCursor>) -> BTreeMap<String, u64> {
+        positions.into_iter().flat_map(|p| p.steps.iter().map(|(k, v)| (k.clone(), *v))).collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Chunk;
+    use super::{Chunk, MAX_CHUNKS};
 
     #[test]
     fn chunks_cut_at_multiples_of_the_size() {
@@ -153,5 +184,19 @@ mod tests {
         assert_eq!(starts(Some((3, 25)), 10), vec![(i64::MIN, Some(10)), (10, Some(20)), (20, None)]);
         assert_eq!(starts(Some((5, 5)), 10), vec![(i64::MIN, None)]);
         assert_eq!(starts(None, 10), vec![(i64::MIN, None)]);
+        assert_eq!(
+            starts(Some((i64::MAX - 5, i64::MAX)), 4),
+            vec![(i64::MIN, Some(i64::MAX - 3)), (i64::MAX - 3, None)]
+        );
+    }
+
+    #[test]
+    fn sparse_keys_get_wider_chunks_not_billions() {
+        let step = Chunk::step_for(Some((1001, i64::MAX)), 8096);
+        let chunks = Chunk::split(0, Some((1001, i64::MAX)), step);
+        assert!(chunks.len() as u64 <= MAX_CHUNKS + 1, "{}", chunks.len());
+        assert_eq!(step % 8096, 0);
+        assert!(Chunk::step_for(Some((i64::MIN, i64::MAX)), 1) as u128 * u128::from(MAX_CHUNKS) >= u64::MAX as u128);
+        assert_eq!(Chunk::step_for(Some((1, 1_000_000)), 8096), 8096);
     }
 }

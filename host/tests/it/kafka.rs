@@ -156,7 +156,10 @@ async fn op_type_messages_upsert_and_delete_rows_through_a_decoder_plugin() {
     produce(&producer, "user_ops", Some(1), &[("9".into(), "{not json".into())]).await;
     let (code, log) = run.exit(60).await;
     assert_eq!(code, Some(1), "{log}");
-    assert!(log.contains("invalid JSON") && log.contains("(the message at topic `user_ops` partition 1 offset "), "{log}");
+    assert!(
+        log.contains("invalid JSON") && log.contains("(the message at topic `user_ops` partition 1 offset "),
+        "{log}"
+    );
     assert_eq!(doris.sql(sql), ["2\tlisi", "3\twangwu2"]);
 }
 
@@ -262,7 +265,8 @@ async fn kill_9_while_reading_loads_every_message_once() {
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
 
-/// The lookup case of the Doris documentation: facts from Kafka (JSON) joined with the Doris
+/// The lookup case of the Doris documentation: facts from Kafka (JSON, the topics matching a
+/// pattern) joined with the Doris
 /// dimension table `dim.dim_city` on `city` (the lookup transform), written to a Doris table: each
 /// fact with its city's province and level, or NULLs where the city is unknown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,11 +287,14 @@ async fn kafka_facts_are_enriched_from_a_doris_dimension_table() {
         .map(|(id, name, city)| (id.to_string(), format!(r#"{{"id":{id},"name":"{name}","city":"{city}"}}"#)))
         .collect();
     produce(&broker.producer(), "facts", Some(0), &messages).await;
+    // A topic the pattern does not match: its message would stop the pipeline if it were read.
+    broker.create_topic("facts_raw", 1);
+    produce(&broker.producer(), "facts_raw", Some(0), &[("x".into(), "{not json".into())]).await;
     let dir = tempfile::tempdir().unwrap();
     let text = head(&broker, &doris, "lookup").replace(
         "fenodes = ",
         &format!("jdbc_url = \"jdbc:mysql://127.0.0.1:{}\"\nfenodes = ", doris.h().query_addr().port()),
-    ) + "[[source]]\ntype = \"kafka\"\nconnection = \"events\"\ntopics = [\"facts\"]\nscan.startup.mode = \"earliest-offset\"\n\
+    ) + "[[source]]\ntype = \"kafka\"\nconnection = \"events\"\ntopic_pattern = \"fa.ts\"\nscan.startup.mode = \"earliest-offset\"\n\
            format = \"json\"\nschema = \"id BIGINT, name VARCHAR(32), city VARCHAR(32)\"\n\n\
            [[transform]]\ntype = \"lookup\"\ntable = \"dim.dim_city\"\nkeys = [\"city\"]\ncolumns = [\"province\", \"level\"]\n\n\
            [[sink]]\ntype = \"doris\"\ntable = \"db.enriched\"\n";

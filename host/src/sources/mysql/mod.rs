@@ -19,7 +19,7 @@ mod binlog;
 mod ddl;
 pub mod types;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -409,6 +409,8 @@ impl Source for MysqlTables {
             ["latest-offset", "earliest-offset", "specific-offset", "timestamp"].contains(&self.mode.as_str());
         let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
         let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
+        // The chunk widths of a snapshot under way stay as it began.
+        let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
         let mut chunks = Vec::new();
         for (i, t) in self.tables.iter().enumerate() {
             if binlog_only || snapshot_done {
@@ -426,7 +428,8 @@ impl Source for MysqlTables {
             let bounds: Option<(Option<String>, Option<String>)> = conn.query_first(sql).await?;
             let number = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok());
             let (lo, hi) = bounds.map(|(lo, hi)| (number(lo), number(hi))).unwrap_or((None, None));
-            chunks.extend(Chunk::split(i, lo.zip(hi), self.chunk_size));
+            let step = *steps.entry(t.name.clone()).or_insert_with(|| Chunk::step_for(lo.zip(hi), self.chunk_size));
+            chunks.extend(Chunk::split(i, lo.zip(hi), step));
         }
         Ok(Box::new(Chunks {
             pool: self.pool.clone(),
@@ -434,7 +437,7 @@ impl Source for MysqlTables {
             tables: self.tables.clone(),
             chunks,
             readers: restored.len(),
-            chunk_size: self.chunk_size,
+            steps,
             binlog_start,
             schema_only: self.mode == "schema-only",
             skip_before: self.startup.timestamp_millis.map(|t| (t / 1000).clamp(0, i64::from(u32::MAX)) as u32),
@@ -456,7 +459,8 @@ struct Chunks {
     tables: Arc<Vec<Table>>,
     chunks: Vec<Chunk>,
     readers: usize,
-    chunk_size: u64,
+    /// The chunk width of each table, kept in every position.
+    steps: BTreeMap<String, u64>,
     /// Where worker 0 starts following the binlog (none for `snapshot`).
     binlog_start: Option<BinlogPosition>,
     schema_only: bool,
@@ -513,12 +517,13 @@ impl SplitEnumerator for Chunks {
     ) -> anyhow::Result<Box<dyn SourceReader>> {
         let position = ChunkPosition::restore(position, "mysql")?;
         let names = |t: usize| self.tables[t].name.clone();
-        let (chunks, resumes) = resume(&self.chunks, self.readers, self.chunk_size, worker, &position.chunk, names);
+        let (chunks, resumes) = resume(&self.chunks, self.readers, worker, &position.chunk, names);
         let binlog = if worker == 0 { position.binlog.clone().or_else(|| self.binlog_start.clone()) } else { None };
         let tables = if worker == 0 { position.tables.clone() } else { None };
         let mut position = if resumes || position.chunk.done { position } else { ChunkPosition::default() };
         position.binlog = binlog;
         position.tables = tables;
+        position.chunk.steps = self.steps.clone();
         Ok(Box::new(ChunkReader {
             pool: self.pool.clone(),
             scope: self.scope.clone(),

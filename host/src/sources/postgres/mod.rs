@@ -20,7 +20,7 @@
 mod stream;
 pub mod types;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -673,6 +673,8 @@ impl Source for PostgresTables {
         }
         let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
         let mut chunks = Vec::new();
+        // The chunk widths of a snapshot under way stay as it began.
+        let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
         if self.mode != "latest-offset" && !snapshot_done {
             let control = self.server.connect().await?;
             for (i, t) in self.tables.iter().enumerate() {
@@ -684,7 +686,9 @@ impl Source for PostgresTables {
                 let bounds = query(&control, &sql).await?;
                 let number =
                     |i: usize| bounds.first().and_then(|r| r[i].as_deref()).and_then(|v| v.parse::<i64>().ok());
-                chunks.extend(Chunk::split(i, number(0).zip(number(1)), self.chunk_size));
+                let bounds = number(0).zip(number(1));
+                let step = *steps.entry(t.name.clone()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
+                chunks.extend(Chunk::split(i, bounds, step));
             }
         }
         let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
@@ -694,7 +698,7 @@ impl Source for PostgresTables {
             tables: self.tables.clone(),
             chunks,
             readers: restored.len(),
-            chunk_size: self.chunk_size,
+            steps,
             snapshot,
             schema_only: self.mode == "schema-only",
             streams,
@@ -718,7 +722,8 @@ struct Chunks {
     tables: Arc<Vec<Table>>,
     chunks: Vec<Chunk>,
     readers: usize,
-    chunk_size: u64,
+    /// The chunk width of each table, kept in every position.
+    steps: BTreeMap<String, u64>,
     /// The snapshot the slot exported, when this run created it.
     snapshot: Option<String>,
     schema_only: bool,
@@ -786,11 +791,12 @@ impl SplitEnumerator for Chunks {
     ) -> anyhow::Result<Box<dyn SourceReader>> {
         let mut position = SnapshotPosition::restore(position, "postgres")?;
         let names = |t: usize| self.tables[t].name.clone();
-        let (chunks, inside) = resume(&self.chunks, self.readers, self.chunk_size, worker, &position.chunk, names);
+        let (chunks, inside) = resume(&self.chunks, self.readers, worker, &position.chunk, names);
         let resumed = position.chunk.table.is_some() || position.chunk.done;
         if !inside && !position.chunk.done {
             position.chunk = ChunkCursor::default();
         }
+        position.chunk.steps = self.steps.clone();
         let follows = worker == 0 && self.streams;
         Ok(Box::new(SnapshotReader {
             server: self.server.clone(),
