@@ -200,6 +200,19 @@ pub struct DatabaseConnection {
     pub server_time_zone: Option<String>,
 }
 
+impl DatabaseConnection {
+    /// The password: inline, else from `password_env`, else none (empty); `key` names the
+    /// connection in the error.
+    pub fn password(&self, key: &str) -> anyhow::Result<String> {
+        match &self.password {
+            Some(p) => Ok(p.clone()),
+            None => Ok(password_from_env(self.password_env.as_deref(), key)
+                .map_err(|e| anyhow::anyhow!(e))?
+                .unwrap_or_default()),
+        }
+    }
+}
+
 /// The password in the environment variable `var`, if one is named; `key` names the option in
 /// the error (the value itself is never printed).
 pub fn password_from_env(var: Option<&str>, key: &str) -> Result<Option<String>, String> {

@@ -42,3 +42,13 @@ pub(crate) fn time_zone(zone: Option<&str>, key: &str) -> anyhow::Result<Option<
         })?)),
     }
 }
+
+/// A whole-name regex for `key` (`source.include`), or the error naming it.
+pub(crate) fn regex(key: &str, pattern: &str) -> Result<regex::Regex, (String, String)> {
+    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| (key.to_string(), format!("not a regex: {e}")))
+}
+
+/// For `skip_serializing_if` of counters.
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

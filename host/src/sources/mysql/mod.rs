@@ -34,6 +34,7 @@ use tokio::sync::watch;
 use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
 use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
 use crate::sources::chunks::{Chunk, ChunkCursor, resume};
+use crate::sources::{is_zero, regex};
 use binlog::{BinlogPosition, Follower};
 use types::MysqlColumn;
 
@@ -111,10 +112,6 @@ pub struct SpecificOffset {
 
 const MODES: [&str; 6] = ["initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"];
 
-fn regex(key: &str, pattern: &str) -> Result<regex::Regex, (String, String)> {
-    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| (key.to_string(), format!("not a regex: {e}")))
-}
-
 impl MysqlSource {
     fn server<'f>(&self, file: &'f PipelineFile) -> Result<&'f DatabaseConnection, (String, String)> {
         file.source_connection(&self.connection, "mysql", |c| match c {
@@ -179,12 +176,7 @@ impl SourceConfig for MysqlSource {
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
         let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
         let key = format!("connections.{}", self.connection);
-        let password = match &server.password {
-            Some(p) => p.clone(),
-            None => crate::pipeline::password_from_env(server.password_env.as_deref(), &key)
-                .map_err(|e| anyhow::anyhow!(e))?
-                .unwrap_or_default(),
-        };
+        let password = server.password(&key)?;
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(server.host.clone())
             .tcp_port(server.port.unwrap_or(3306))
@@ -493,10 +485,6 @@ pub struct ChunkPosition {
 }
 
 impl Position for ChunkPosition {}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 #[async_trait]
 impl SplitEnumerator for Chunks {

@@ -35,6 +35,7 @@ use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, Pip
 use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
 use crate::sources::chunks::{Chunk, ChunkCursor, resume};
 use crate::sources::mysql::types::BinaryHandling;
+use crate::sources::{is_zero, regex};
 use stream::Follower;
 use types::PgColumn;
 
@@ -117,10 +118,6 @@ pub struct PostgresStartup {
 
 const MODES: [&str; 3] = ["initial", "snapshot", "latest-offset"];
 
-fn regex(key: &str, pattern: &str) -> Result<regex::Regex, (String, String)> {
-    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| (key.to_string(), format!("not a regex: {e}")))
-}
-
 /// A name as a PostgreSQL identifier.
 fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -189,12 +186,8 @@ impl SourceConfig for PostgresSource {
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
         let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
         let key = format!("connections.{}", self.connection);
-        let password = match &server.password {
-            Some(p) => p.clone(),
-            None => crate::pipeline::password_from_env(server.password_env.as_deref(), &key)
-                .map_err(|e| anyhow::anyhow!(e))?
-                .unwrap_or_default(),
-        };
+        let password = server.password(&key)?;
+        let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
         let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
         let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
         let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
@@ -205,13 +198,8 @@ impl SourceConfig for PostgresSource {
             password,
             database: self.database.clone(),
         });
-        let scope = Arc::new(Scope {
-            schema: self.schema.clone(),
-            include,
-            exclude,
-            binary: self.binary_handling,
-            zone: crate::sources::time_zone(server_zone(ctx.pipeline, &self.connection), &key)?,
-        });
+        let scope =
+            Arc::new(Scope { schema: self.schema.clone(), include, exclude, binary: self.binary_handling, zone });
         let control = server.connect().await?;
         let mode = if self.schema_only { "schema-only".to_string() } else { self.scan.startup.mode.clone() };
         let streams = mode == "initial" || mode == "latest-offset";
@@ -249,13 +237,6 @@ impl SourceConfig for PostgresSource {
             slot: self.slot_name.clone(),
             publication: self.publication(),
         }))
-    }
-}
-
-fn server_zone<'f>(file: &'f PipelineFile, connection: &str) -> Option<&'f str> {
-    match file.connections.get(connection) {
-        Some(Connection::Postgres(c)) => c.server_time_zone.as_deref(),
-        _ => None,
     }
 }
 
@@ -753,10 +734,6 @@ pub struct SnapshotPosition {
 
 impl Position for SnapshotPosition {}
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 /// `X/Y` → the LSN.
 fn parse_lsn(text: &str) -> anyhow::Result<u64> {
     pgwire_replication::Lsn::parse(text).map(|l| l.0).map_err(|_| {
@@ -924,8 +901,8 @@ impl SnapshotReader {
             Some(after) => {
                 self.position.lsn = Some(pgwire_replication::Lsn(after).to_pg_string());
                 self.position.skip = 0;
-                if follower.changed_tables() {
-                    self.position.tables = Some(follower.defs());
+                if let Some(defs) = follower.take_changed_tables() {
+                    self.position.tables = Some(defs);
                 }
             }
             None => self.position.skip += 1,

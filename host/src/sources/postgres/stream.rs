@@ -40,8 +40,7 @@ pub struct Follower {
     skip: u64,
     /// The LSN the slot may be told: raised once a checkpoint holding it is committed.
     confirm: watch::Receiver<u64>,
-    /// The tables as of the last transaction handed out, and whether they changed in this run.
-    defs: Vec<TableDef>,
+    /// A table changed since the position last took the tables.
     changed: bool,
     /// The LSN the position stands at: a keepalive moves it only forward (the server's first
     /// keepalives after a restart may report WAL before it, while it skips what was confirmed).
@@ -58,7 +57,6 @@ impl Follower {
         skip: u64,
         confirm: watch::Receiver<u64>,
     ) -> Follower {
-        let defs = tables.iter().map(Table::def).collect();
         Follower {
             client,
             parser: LogicalReplicationParser::with_protocol_version(1),
@@ -72,20 +70,15 @@ impl Follower {
             in_transaction: false,
             skip,
             confirm,
-            defs,
             changed: false,
             last: start,
         }
     }
 
-    /// The tables followed as of the last position handed out.
-    pub fn defs(&self) -> Vec<TableDef> {
-        self.defs.clone()
-    }
-
-    /// Whether a table changed since the stream began.
-    pub fn changed_tables(&self) -> bool {
-        self.changed
+    /// The tables followed, when one changed since this was last asked: called with a
+    /// transaction's last batch, when they stand as of the position after it.
+    pub fn take_changed_tables(&mut self) -> Option<Vec<TableDef>> {
+        std::mem::take(&mut self.changed).then(|| self.tables.iter().map(Table::def).collect())
     }
 
     /// The next batch or schema change and, with a transaction's last one, the LSN after it.
@@ -93,9 +86,6 @@ impl Follower {
         loop {
             if let Some(event) = self.ready.pop_front() {
                 let at = if self.ready.is_empty() { self.committed.take() } else { None };
-                if at.is_some() {
-                    self.defs = self.tables.iter().map(Table::def).collect();
-                }
                 if self.skip > 0 && at.is_none() {
                     self.skip -= 1;
                     continue;
