@@ -6,6 +6,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod retry;
 pub mod runtime;
+pub mod server;
 pub mod sinks;
 pub mod sources;
 pub mod state;

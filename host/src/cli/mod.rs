@@ -3,6 +3,7 @@
 mod embedded;
 mod plugin;
 mod run;
+mod serve;
 mod sync;
 
 pub use crate::metrics::metrics_text;
@@ -52,6 +53,70 @@ enum Command {
     /// Mirror a whole database into Doris: `sluice sync-database mysql|postgres …`.
     #[command(subcommand)]
     SyncDatabase(SyncDatabase),
+    /// Run many tenants' pipelines in one process, with a REST API, `/metrics` and a live view.
+    Serve {
+        /// The server file: tenants, their tokens, grants and quotas, the connections.
+        #[arg(long)]
+        config: std::path::PathBuf,
+    },
+    /// Submit a pipeline file to a `sluice serve` (prints its id).
+    Submit {
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+    /// List your pipelines on a `sluice serve`.
+    List {
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+    /// Show a pipeline of a `sluice serve`: state, last checkpoint, rows, lag, last error.
+    Status {
+        id: String,
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+    /// Pause a pipeline of a `sluice serve` after a final checkpoint.
+    Pause {
+        id: String,
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+    /// Resume a paused or stopped pipeline of a `sluice serve` from its last checkpoint.
+    Resume {
+        id: String,
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+    /// Stop a pipeline of a `sluice serve` after a final checkpoint.
+    Stop {
+        id: String,
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+    /// Take a checkpoint of a pipeline of a `sluice serve` now.
+    Savepoint {
+        id: String,
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+    /// Delete a pipeline of a `sluice serve`, with its state.
+    Delete {
+        id: String,
+        #[command(flatten)]
+        to: ServerArgs,
+    },
+}
+
+/// Where a `sluice serve` is, and the token to show it.
+#[derive(Debug, clap::Args)]
+struct ServerArgs {
+    /// The server's address, e.g. `http://127.0.0.1:8080`.
+    #[arg(long)]
+    server: String,
+    /// The environment variable holding your API token.
+    #[arg(long, default_value = "SLUICE_TOKEN")]
+    token_env: String,
 }
 
 /// The databases `sync-database` mirrors.
@@ -78,6 +143,17 @@ pub fn main() -> ExitCode {
         Command::PostgresSyncDatabase(args) | Command::SyncDatabase(SyncDatabase::Postgres(args)) => {
             sync::run(sync::Origin::Postgres, args, false)
         }
+        Command::Serve { config } => serve::serve(config),
+        Command::Submit { file, to } => serve::client(&to.server, &to.token_env, serve::Request::Submit(file)),
+        Command::List { to } => serve::client(&to.server, &to.token_env, serve::Request::List),
+        Command::Status { id, to } => serve::client(&to.server, &to.token_env, serve::Request::Status(id)),
+        Command::Pause { id, to } => serve::client(&to.server, &to.token_env, serve::Request::Action(id, "pause")),
+        Command::Resume { id, to } => serve::client(&to.server, &to.token_env, serve::Request::Action(id, "resume")),
+        Command::Stop { id, to } => serve::client(&to.server, &to.token_env, serve::Request::Action(id, "stop")),
+        Command::Savepoint { id, to } => {
+            serve::client(&to.server, &to.token_env, serve::Request::Action(id, "savepoint"))
+        }
+        Command::Delete { id, to } => serve::client(&to.server, &to.token_env, serve::Request::Delete(id)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

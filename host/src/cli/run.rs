@@ -58,7 +58,7 @@ pub fn run_pipeline(
             eprintln!("second signal: exiting now; the next run recovers from the last checkpoint");
             std::process::exit(130);
         });
-        let opts = RunOptions { quiet, status_interval: None };
+        let opts = RunOptions { quiet, status_interval: None, ..Default::default() };
         let report = runtime::run(&prepared, &opts, stop_rx).await?;
         let s = &prepared.stats;
         if !quiet {
@@ -87,7 +87,7 @@ pub fn run_pipeline(
     })
 }
 
-async fn wait_for_signal() {
+pub(super) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");

@@ -5,6 +5,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
 /// One value a component reports.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metric {
@@ -62,6 +69,42 @@ impl SplitProgress {
     }
 }
 
+/// Histograms of one pipeline, for "how long" questions.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// From a checkpoint's barrier to its completion (written, committed, announced).
+    pub checkpoint: Histogram,
+    /// Committing a checkpoint's transactions in every sink.
+    pub commit: Histogram,
+    /// One Stream Load, from its start to Doris' answer.
+    pub load: Histogram,
+    /// From the first row read after a checkpoint to the commit that makes it visible.
+    pub lag: Histogram,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        let seconds = || Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]);
+        Self { checkpoint: seconds(), commit: seconds(), load: seconds(), lag: seconds() }
+    }
+}
+
+/// A completed checkpoint, as the live view shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CheckpointRecord {
+    pub id: u64,
+    /// Unix time of its completion, in milliseconds.
+    pub at_ms: u64,
+    pub duration_ms: u64,
+    /// Bytes of the checkpoint as written.
+    pub bytes: u64,
+    /// Transactions it committed.
+    pub committed: u64,
+}
+
+/// Checkpoints the history keeps.
+const HISTORY: usize = 50;
+
 /// Counters of one pipeline, shared by its runs, status lines and `/metrics`.
 #[derive(Default)]
 pub struct Stats {
@@ -74,7 +117,16 @@ pub struct Stats {
     pub restarts: AtomicU64,
     /// Planned and finished splits of the current run's sources.
     pub splits: Arc<SplitProgress>,
+    pub timings: Timings,
+    /// Unix milliseconds of the first row read since the last checkpoint (0: none yet).
+    pub unread_since_ms: AtomicU64,
+    history: Mutex<std::collections::VecDeque<CheckpointRecord>>,
     components: Mutex<Vec<Arc<dyn MetricSource>>>,
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Stats {
@@ -88,40 +140,154 @@ impl Stats {
         self.component_metrics().iter().filter(|m| m.name == name).map(|m| m.value).sum()
     }
 
-    fn component_metrics(&self) -> Vec<Metric> {
+    /// Every component's counters.
+    pub fn component_metrics(&self) -> Vec<Metric> {
         let components = self.components.lock().unwrap_or_else(|p| p.into_inner()).clone();
         components.iter().flat_map(|c| c.metrics()).collect()
     }
+
+    /// Rows were read: the lag clock starts if it is not running.
+    pub fn rows_arrived(&self, rows: u64) {
+        self.rows_read.fetch_add(rows, Ordering::Relaxed);
+        let _ = self.unread_since_ms.compare_exchange(0, now_ms(), Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Checkpoint `record` completed: its timings and the lag of what it made visible.
+    pub fn checkpoint_completed(&self, record: CheckpointRecord) {
+        self.timings.checkpoint.observe(record.duration_ms as f64 / 1000.0);
+        let since = self.unread_since_ms.swap(0, Ordering::Relaxed);
+        if since > 0 {
+            self.timings.lag.observe(record.at_ms.saturating_sub(since) as f64 / 1000.0);
+        }
+        let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        if h.len() == HISTORY {
+            h.pop_front();
+        }
+        h.push_back(record);
+    }
+
+    /// The last completed checkpoints, oldest first.
+    pub fn history(&self) -> Vec<CheckpointRecord> {
+        self.history.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
 }
 
-/// The counters in Prometheus' text format.
-pub fn metrics_text(stats: &Stats, pipeline: &str) -> String {
-    let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    let own = [
-        ("rows_read", "Rows read by the sources.", g(&stats.rows_read)),
-        ("rows_transformed", "Rows out of the transforms.", g(&stats.rows_transformed)),
-        ("rows_written", "Rows handed to the sinks.", g(&stats.rows_written)),
-        ("checkpoints", "Checkpoints completed.", g(&stats.checkpoints)),
-        ("txns_committed", "Stream Load transactions committed.", g(&stats.txns_committed)),
-        ("restarts", "Restarts from the last checkpoint after a failure.", g(&stats.restarts)),
-    ];
-    let mut out = String::new();
-    let mut put = |m: &Metric| {
-        let labels: String = m.labels.iter().map(|(k, v)| format!(",{k}=\"{v}\"")).collect();
-        out.push_str(&format!(
-            "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name}{{pipeline=\"{pipeline}\"{labels}}} {v}\n",
-            name = m.name,
-            help = m.help,
-            v = m.value
-        ));
-    };
-    for (name, help, value) in own {
-        put(&Metric { name, help, labels: Vec::new(), value });
+/// The pipelines of a process, exposed as one Prometheus registry: every series labelled with
+/// its `pipeline` (and `tenant`, under `sluice serve`).
+#[derive(Clone, Default)]
+pub struct Pipelines {
+    all: Arc<Mutex<Vec<Registered>>>,
+}
+
+#[derive(Clone)]
+struct Registered {
+    key: String,
+    labels: Vec<(String, String)>,
+    stats: Arc<Stats>,
+}
+
+impl Pipelines {
+    /// Expose `stats` under `key` (replacing what was there), labelled `labels`.
+    pub fn add(&self, key: &str, labels: Vec<(String, String)>, stats: Arc<Stats>) {
+        let mut all = self.all.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|r| r.key != key);
+        all.push(Registered { key: key.to_string(), labels, stats });
     }
-    for m in stats.component_metrics() {
-        put(&m);
+
+    pub fn remove(&self, key: &str) {
+        self.all.lock().unwrap_or_else(|p| p.into_inner()).retain(|r| r.key != key);
     }
-    out
+
+    /// The registry in the OpenMetrics text format.
+    pub fn text(&self) -> String {
+        let mut registry = Registry::with_prefix("sluice");
+        registry.register_collector(Box::new(self.clone()));
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+}
+
+impl std::fmt::Debug for Pipelines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pipelines")
+    }
+}
+
+/// One series: the labels and the value.
+type Series = (Vec<(String, String)>, SeriesValue);
+
+enum SeriesValue {
+    Counter(u64),
+    Histogram(Histogram),
+}
+
+impl Collector for Pipelines {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let all = self.all.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        // name → (help, type, series), so each family is described once.
+        let mut families: std::collections::BTreeMap<String, (&'static str, MetricType, Vec<Series>)> =
+            Default::default();
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        for r in &all {
+            let s = &r.stats;
+            let mut put = |name: &str, help: &'static str, extra: &[(&'static str, String)], v: SeriesValue| {
+                let ty = match v {
+                    SeriesValue::Counter(_) => MetricType::Counter,
+                    SeriesValue::Histogram(_) => MetricType::Histogram,
+                };
+                let mut labels = r.labels.clone();
+                labels.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                families.entry(name.to_string()).or_insert((help, ty, Vec::new())).2.push((labels, v));
+            };
+            let own = [
+                ("rows_read", "Rows read by the sources.", g(&s.rows_read)),
+                ("rows_transformed", "Rows out of the transforms.", g(&s.rows_transformed)),
+                ("rows_written", "Rows handed to the sinks.", g(&s.rows_written)),
+                ("checkpoints", "Checkpoints completed.", g(&s.checkpoints)),
+                ("txns_committed", "Stream Load transactions committed.", g(&s.txns_committed)),
+                ("restarts", "Restarts from the last checkpoint after a failure.", g(&s.restarts)),
+            ];
+            for (name, help, v) in own {
+                put(name, help, &[], SeriesValue::Counter(v));
+            }
+            let t = &s.timings;
+            let hist = [
+                ("checkpoint_duration_seconds", "From a checkpoint's barrier to its completion.", &t.checkpoint),
+                ("commit_latency_seconds", "Committing a checkpoint's transactions in every sink.", &t.commit),
+                ("load_duration_seconds", "One Stream Load, from its start to Doris' answer.", &t.load),
+                (
+                    "lag_seconds",
+                    "From the first row read after a checkpoint to the commit that makes it visible.",
+                    &t.lag,
+                ),
+            ];
+            for (name, help, h) in hist {
+                put(name, help, &[], SeriesValue::Histogram(h.clone()));
+            }
+            for m in s.component_metrics() {
+                put(m.name, m.help, &m.labels, SeriesValue::Counter(m.value));
+            }
+        }
+        for (name, (help, ty, series)) in families {
+            let mut family = encoder.encode_descriptor(&name, help, None, ty)?;
+            for (labels, v) in &series {
+                let e = family.encode_family(labels)?;
+                match v {
+                    SeriesValue::Counter(c) => ConstCounter::new(*c).encode(e)?,
+                    SeriesValue::Histogram(h) => h.encode(e)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One pipeline's counters in the OpenMetrics text format (`sluice run --metrics-addr`).
+pub fn metrics_text(stats: &Arc<Stats>, pipeline: &str) -> String {
+    let one = Pipelines::default();
+    one.add(pipeline, vec![("pipeline".into(), pipeline.to_string())], stats.clone());
+    one.text()
 }
 
 /// A status line: rows through the pipeline, the last checkpoint and commits.
@@ -202,14 +368,18 @@ mod tests {
 
     #[test]
     fn component_metrics_carry_their_labels() {
-        let stats = Stats::default();
+        let stats = Arc::new(Stats::default());
         stats.rows_read.store(3, Ordering::Relaxed);
         stats.register(Arc::new(Fixed));
         let text = metrics_text(&stats, "p");
-        assert!(text.contains("sluice_rows_read{pipeline=\"p\"} 3\n"), "{text}");
+        assert!(text.contains("sluice_rows_read_total{pipeline=\"p\"} 3\n"), "{text}");
         assert!(
-            text.contains("# TYPE sluice_lookup_hits counter\nsluice_lookup_hits{pipeline=\"p\",table=\"dim.c\"} 7\n")
+            text.contains(
+                "# TYPE sluice_lookup_hits counter\nsluice_lookup_hits_total{pipeline=\"p\",table=\"dim.c\"} 7\n"
+            ),
+            "{text}"
         );
+        assert!(text.contains("# TYPE sluice_checkpoint_duration_seconds histogram\n"), "{text}");
         assert_eq!(stats.component_value("lookup_hits"), 7);
     }
 }

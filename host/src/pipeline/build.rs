@@ -25,8 +25,41 @@ pub struct BuildContext<'a> {
     pub pipeline_id: String,
     pub state: Arc<StateDir>,
     pub stats: Arc<Stats>,
+    /// Set when `sluice serve` runs the pipeline for a tenant.
+    pub confinement: Option<Confinement>,
     doris: tokio::sync::Mutex<HashMap<String, Arc<DorisConnection>>>,
     plugins: OnceLock<PluginRuntime>,
+}
+
+/// What `sluice serve` holds a tenant's pipeline to while it is built and runs.
+#[derive(Clone)]
+pub struct Confinement {
+    pub tenant: String,
+    /// Whether the tenant may write the Doris table `db.table` (sinks that name their tables as
+    /// the rows come ask before each new one).
+    pub may_write: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Where plugins are found: a pipeline names one by its file name there.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// The largest limits a plugin instance may have.
+    pub plugin_limits: crate::wasm::PluginLimits,
+    /// Stream Loads of the tenant open at once.
+    pub loads: Option<Arc<tokio::sync::Semaphore>>,
+    /// Plugin calls of the tenant running at once (its share of the server's plugin threads).
+    pub plugin_calls: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl std::fmt::Debug for Confinement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confinement").field("tenant", &self.tenant).finish_non_exhaustive()
+    }
+}
+
+/// Where a pipeline keeps its state and finds its relative paths.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub state_dir: PathBuf,
+    pub base_dir: PathBuf,
+    pub confinement: Option<Confinement>,
 }
 
 impl BuildContext<'_> {
@@ -73,15 +106,31 @@ pub fn state_dir_of(file: &Path, pipeline: &PipelineFile) -> PathBuf {
 
 /// Open the state dir and build every component: everything short of moving data.
 pub async fn prepare(file: &Path, pipeline: PipelineFile) -> anyhow::Result<Prepared> {
-    let state = Arc::new(StateDir::open(&state_dir_of(file, &pipeline))?);
+    let placement = Placement {
+        state_dir: state_dir_of(file, &pipeline),
+        base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+        confinement: None,
+    };
+    prepare_in(file, pipeline, placement, Arc::new(Stats::default())).await
+}
+
+/// [`prepare`] with the state dir, the base of relative paths and the counters given.
+pub async fn prepare_in(
+    file: &Path,
+    pipeline: PipelineFile,
+    placement: Placement,
+    stats: Arc<Stats>,
+) -> anyhow::Result<Prepared> {
+    let state = Arc::new(StateDir::open(&placement.state_dir)?);
     let pipeline_id = state.pipeline_id()?;
     let ctx = BuildContext {
         file,
         pipeline: &pipeline,
-        base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+        base_dir: placement.base_dir,
         pipeline_id,
         state: state.clone(),
-        stats: Arc::new(Stats::default()),
+        stats,
+        confinement: placement.confinement,
         doris: Default::default(),
         plugins: OnceLock::new(),
     };

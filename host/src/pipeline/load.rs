@@ -130,6 +130,27 @@ pub fn load_file(path: &Path) -> Result<PipelineFile, ConfigError> {
 
 /// Parse and check pipeline text; `file` is only used in messages.
 pub fn load_str(file: &Path, text: &str) -> Result<PipelineFile, ConfigError> {
+    load_str_with(file, text, None)
+}
+
+/// A `[connections.<name>]` table, by its `type`.
+pub fn read_connection(mut t: toml::Table) -> EntryResult<Connection> {
+    let kind = take_type(&mut t, Connection::TYPES.iter().copied())?;
+    Ok(match kind {
+        "doris" => Connection::Doris(read(t)?),
+        "mysql" => Connection::Mysql(read(t)?),
+        "postgres" => Connection::Postgres(read(t)?),
+        _ => Connection::Kafka(read(t)?),
+    })
+}
+
+/// [`load_str`] for a pipeline whose connections are given by a server (`sluice serve`): the
+/// text may define none of its own, nor say where its state is kept.
+pub fn load_str_with(
+    file: &Path,
+    text: &str,
+    server: Option<&std::collections::BTreeMap<String, Connection>>,
+) -> Result<PipelineFile, ConfigError> {
     let error = |line: Option<usize>, key: Option<String>, message: String| ConfigError {
         file: file.to_path_buf(),
         line,
@@ -157,23 +178,36 @@ pub fn load_str(file: &Path, text: &str) -> Result<PipelineFile, ConfigError> {
         error(Some(line), Some(full_key), message)
     };
     let mut connections = std::collections::BTreeMap::new();
+    if let Some(granted) = server {
+        let names = granted.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        let own = if raw.doris.is_some() { Some("doris".to_string()) } else { None }
+            .or_else(|| raw.connections.keys().next().map(|k| format!("connections.{k}")));
+        if let Some(key) = own {
+            return Err(error(
+                find_key_line(text, &key),
+                Some(key),
+                format!(
+                    "connections are the server's: remove this section and name one you are granted with `connection = \"…\"` ({names})"
+                ),
+            ));
+        }
+        if raw.pipeline.state_dir.is_some() {
+            let key = "pipeline.state_dir".to_string();
+            return Err(error(
+                find_key_line(text, &key),
+                Some(key),
+                "the server keeps the state of its pipelines; remove this key".into(),
+            ));
+        }
+        connections.extend(granted.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     if let Some(d) = raw.doris {
         connections.insert(DEFAULT_DORIS.to_string(), Connection::Doris(d));
     }
     for (name, table) in &raw.connections {
         let section = format!("connections.{name}");
         let span = table.span();
-        let mut t = table.get_ref().clone();
-        let conn = take_type(&mut t, Connection::TYPES.iter().copied())
-            .and_then(|kind| {
-                Ok(match kind {
-                    "doris" => Connection::Doris(read(t)?),
-                    "mysql" => Connection::Mysql(read(t)?),
-                    "postgres" => Connection::Postgres(read(t)?),
-                    _ => Connection::Kafka(read(t)?),
-                })
-            })
-            .map_err(|(k, m)| entry_error(&section, &span, k, m))?;
+        let conn = read_connection(table.get_ref().clone()).map_err(|(k, m)| entry_error(&section, &span, k, m))?;
         if name == DEFAULT_DORIS && connections.contains_key(DEFAULT_DORIS) {
             return Err(entry_error(
                 &section,

@@ -43,6 +43,35 @@ pub struct Kind<T: ?Sized> {
 /// the key as written in the file (`source.table`).
 pub type Checked = Result<(), (String, String)>;
 
+/// What an entry reaches beyond the rows it is given: the connections it opens, the Doris
+/// tables it reads and writes, the files of the host it opens. `sluice serve` checks it against
+/// the tenant's grants before a pipeline runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// Connection names, as resolved (a Doris entry naming none reaches the default one).
+    pub connections: Vec<String>,
+    /// Doris tables read, `db.table`.
+    pub reads: Vec<String>,
+    /// Doris tables written, `db.table`, or `db.*` for a sink that names its tables as the rows
+    /// come (each one is then checked as it is written).
+    pub writes: Vec<String>,
+    /// Files of the host opened (a `file` source's path).
+    pub files: Vec<std::path::PathBuf>,
+    /// Plugins loaded, as named in the file.
+    pub plugins: Vec<std::path::PathBuf>,
+}
+
+/// What an entry answers when it cannot say what it reaches: it is not offered to tenants.
+pub fn unknown_reach() -> Result<Reach, String> {
+    Err("this type is not available to tenants of `sluice serve`".into())
+}
+
+/// The Doris connection an entry names (`connection`, else the default one) as a [`Reach`].
+pub fn doris_reach(file: &PipelineFile, connection: Option<&str>) -> Result<Reach, String> {
+    let (name, _) = file.doris(connection)?;
+    Ok(Reach { connections: vec![name.to_string()], ..Reach::default() })
+}
+
 /// A `[[source]]` entry.
 #[async_trait]
 pub trait SourceConfig: Debug + Send + Sync + AsAny {
@@ -50,6 +79,10 @@ pub trait SourceConfig: Debug + Send + Sync + AsAny {
     fn name(&self) -> Option<&str>;
     fn validate(&self, _file: &PipelineFile) -> Checked {
         Ok(())
+    }
+    /// What it reaches (see [`Reach`]); the error says why it cannot be offered to tenants.
+    fn reach(&self, _file: &PipelineFile) -> Result<Reach, String> {
+        unknown_reach()
     }
     /// `name` is the source's name in the pipeline (and the key of its state).
     async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>>;
@@ -62,6 +95,9 @@ pub trait TransformConfig: Debug + Send + Sync + AsAny {
     fn validate(&self, _file: &PipelineFile) -> Checked {
         Ok(())
     }
+    fn reach(&self, _file: &PipelineFile) -> Result<Reach, String> {
+        unknown_reach()
+    }
     async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Transform>>;
 }
 
@@ -71,6 +107,9 @@ pub trait SinkConfig: Debug + Send + Sync + AsAny {
     fn name(&self) -> Option<&str>;
     fn validate(&self, _file: &PipelineFile) -> Checked {
         Ok(())
+    }
+    fn reach(&self, _file: &PipelineFile) -> Result<Reach, String> {
+        unknown_reach()
     }
     /// `name` is the sink's name in the pipeline (and the key of its state).
     async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>>;

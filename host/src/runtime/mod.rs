@@ -72,6 +72,16 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Time between status lines (default 5s).
     pub status_interval: Option<Duration>,
+    /// A checkpoint is taken as soon as this is notified (a savepoint).
+    pub checkpoint_now: Option<Arc<tokio::sync::Notify>>,
+}
+
+/// Until `n` is notified (never, without one).
+async fn notified(n: &Option<Arc<tokio::sync::Notify>>) {
+    match n {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// What a finished run did.
@@ -208,6 +218,7 @@ struct PendingCheckpoint {
     acks: Vec<Option<Ack>>,
     /// The sources stop after it.
     last: bool,
+    started: Instant,
 }
 
 async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::Result<(u64, bool)> {
@@ -292,7 +303,8 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             let id = completed + 1;
             let last = stopping || all_exhausted;
             trigger_tx.send_replace(Trigger { id, last });
-            pending = Some(PendingCheckpoint { id, acks: (0..n).map(|_| None).collect(), last });
+            pending =
+                Some(PendingCheckpoint { id, acks: (0..n).map(|_| None).collect(), last, started: Instant::now() });
             next_checkpoint = tokio::time::Instant::now() + interval;
         }
         tokio::select! {
@@ -312,6 +324,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             Some(w) = exhausted_rx.recv() => exhausted[w] = true,
             // A checkpoint asked for now: the next one starts at once (or the pending one serves).
             Some(()) = now_rx.recv() => next_checkpoint = tokio::time::Instant::now(),
+            _ = notified(&opts.checkpoint_now) => next_checkpoint = tokio::time::Instant::now(),
             Some(ack) = ack_rx.recv() => {
                 let Some(cp) = pending.as_mut() else { anyhow::bail!("a barrier acknowledged without a checkpoint") };
                 if ack.id != cp.id {
@@ -324,10 +337,10 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
                 cp.acks[worker] = Some(ack);
                 if cp.acks.iter().all(Option::is_some) {
                     let cp = pending.take().expect("pending");
-                    let (id, last) = (cp.id, cp.last);
+                    let (id, last, started) = (cp.id, cp.last, cp.started);
                     let acks: Vec<Ack> = cp.acks.into_iter().flatten().collect();
                     let finished = acks.iter().all(|a| a.exhausted);
-                    complete_checkpoint(p, enumerator.as_mut(), run, id, acks, finished).await?;
+                    complete_checkpoint(p, enumerator.as_mut(), run, id, acks, finished, started).await?;
                     completed = id;
                     completed_tx.send_replace(id);
                     last_completed_at = Instant::now();
@@ -363,6 +376,7 @@ async fn complete_checkpoint(
     id: u64,
     acks: Vec<Ack>,
     finished: bool,
+    started: Instant,
 ) -> anyhow::Result<()> {
     let positions: Vec<serde_json::Value> = acks.iter().map(|a| a.position.clone()).collect();
     let mut transforms = BTreeMap::new();
@@ -390,9 +404,12 @@ async fn complete_checkpoint(
         sinks,
         committed: false,
     };
+    let bytes = serde_json::to_vec(&cp).map_or(0, |b| b.len() as u64);
     let (state, written) = (p.state.clone(), cp.clone());
     blocking(move || state.write_checkpoint(&written)).await?;
+    let commit_started = Instant::now();
     let committed = commit_sinks(p, &cp).await?;
+    p.stats.timings.commit.observe(commit_started.elapsed().as_secs_f64());
     p.stats.txns_committed.fetch_add(committed, Ordering::Relaxed);
     if committed > 0 {
         cp.committed = true;
@@ -404,6 +421,13 @@ async fn complete_checkpoint(
     }
     enumerator.on_checkpoint_complete(id, &positions).await?;
     p.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+    p.stats.checkpoint_completed(metrics::CheckpointRecord {
+        id,
+        at_ms: metrics::now_ms(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        bytes,
+        committed,
+    });
     tracing::debug!(checkpoint = id, committed, "checkpoint complete");
     Ok(())
 }

@@ -210,7 +210,7 @@ fn prepared(dir: &std::path::Path, seen: &Arc<Seen>) -> Prepared {
 
 async fn run_to_end(p: &Prepared) -> anyhow::Result<RunReport> {
     let (_stop, rx) = watch::channel(false);
-    run(p, &RunOptions { quiet: true, status_interval: None }, rx).await
+    run(p, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await
 }
 
 /// Every id committed once, in all.

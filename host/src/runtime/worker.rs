@@ -158,7 +158,7 @@ pub(super) async fn source_task(reader: Box<dyn SourceReader>, mut feed: Feed) -
                     }
                     Some(event) => {
                         if let Event::Data { batch, .. } = &event {
-                            feed.stats.rows_read.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                            feed.stats.rows_arrived(batch.num_rows() as u64);
                         }
                         if feed.tx.send(Message::Event(event)).await.is_err() {
                             return Ok(());

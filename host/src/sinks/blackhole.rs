@@ -23,6 +23,10 @@ impl SinkConfig for BlackholeSink {
         self.name.as_deref()
     }
 
+    fn reach(&self, _file: &crate::pipeline::PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        Ok(crate::pipeline::Reach::default())
+    }
+
     async fn build(&self, _name: &str, _ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>> {
         Ok(Arc::new(Blackhole))
     }

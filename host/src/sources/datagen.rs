@@ -241,6 +241,11 @@ impl SourceConfig for DatagenSource {
         self.name.as_deref()
     }
 
+    /// Generated rows reach nothing.
+    fn reach(&self, _file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        Ok(crate::pipeline::Reach::default())
+    }
+
     fn validate(&self, _file: &PipelineFile) -> Checked {
         if self.rows_per_second == 0 {
             return Err(("source.rows_per_second".into(), "must be at least 1".into()));

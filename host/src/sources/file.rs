@@ -137,6 +137,10 @@ impl SourceConfig for FileSource {
         self.name.as_deref()
     }
 
+    fn reach(&self, _file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        Ok(crate::pipeline::Reach { files: vec![self.path.clone()], ..Default::default() })
+    }
+
     fn validate(&self, _file: &PipelineFile) -> Checked {
         parse_columns(&self.schema).map_err(|e| ("source.schema".to_string(), e.message))?;
         Ok(())

@@ -118,6 +118,10 @@ impl SourceConfig for KafkaSource {
         self.name.as_deref()
     }
 
+    fn reach(&self, _file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        Ok(crate::pipeline::Reach { connections: vec![self.connection.clone()], ..Default::default() })
+    }
+
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.server(file)?;
         match (&self.topics, &self.topic_pattern) {

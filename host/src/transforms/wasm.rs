@@ -49,6 +49,10 @@ impl TransformConfig for WasmTransform {
         self.name.as_deref()
     }
 
+    fn reach(&self, _file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        Ok(crate::pipeline::Reach { plugins: vec![self.plugin.clone()], ..Default::default() })
+    }
+
     fn validate(&self, _file: &PipelineFile) -> Checked {
         if self.plugin.as_os_str().is_empty() {
             return Err((
@@ -64,14 +68,21 @@ impl TransformConfig for WasmTransform {
 
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Transform>> {
         let runtime = ctx.plugins()?;
-        let path = ctx.base_dir.join(&self.plugin);
-        let plugin = runtime.load(&path, self.limits.clone())?;
+        let (path, limits, gate) = match &ctx.confinement {
+            None => (ctx.base_dir.join(&self.plugin), self.limits.clone(), None),
+            Some(c) => (
+                confined_plugin(&self.plugin, &c.plugin_dirs)?,
+                capped(&self.limits, &c.plugin_limits),
+                c.plugin_calls.clone(),
+            ),
+        };
+        let plugin = runtime.load(&path, limits)?;
         let config = plugin_config(&self.config);
         match (plugin.kind(), &self.schema) {
             (PluginKind::Decoder, Some(schema)) => {
                 let columns = sluice_guest::types::parse_columns(schema).map_err(|e| anyhow::anyhow!(e.message))?;
                 let declared = sluice_guest::types::arrow_schema(&columns);
-                Ok(Arc::new(Decoder { plugin, config, declared }))
+                Ok(Arc::new(Decoder { plugin, config, declared, gate }))
             }
             (PluginKind::Decoder, None) => anyhow::bail!(
                 "transform.schema: plugin `{}` is a decoder: give the columns it decodes messages into, `schema = \"id BIGINT, name VARCHAR(64)\"`",
@@ -81,8 +92,43 @@ impl TransformConfig for WasmTransform {
                 "transform.schema: plugin `{}` is a transform, which takes the columns it is given; `schema` is for decoder plugins",
                 plugin.name()
             ),
-            (_, None) => Ok(Arc::new(Wasm { plugin, config })),
+            (_, None) => Ok(Arc::new(Wasm { plugin, config, gate })),
         }
+    }
+}
+
+/// A tenant's plugin: a prebuilt `.wasm` component named by its file name, found in one of
+/// `dirs` (never a path of the server, never a crate to build).
+fn confined_plugin(plugin: &std::path::Path, dirs: &[PathBuf]) -> anyhow::Result<PathBuf> {
+    let name = plugin.to_string_lossy();
+    let bare = plugin.components().count() == 1 && !name.starts_with('.');
+    if !bare || !name.ends_with(".wasm") {
+        anyhow::bail!(
+            "transform.plugin: {name:?}: name a prebuilt `.wasm` component by its file name (upload it with `PUT /api/v1/plugins/<name>.wasm`); paths and plugin crates are not accepted by `sluice serve`"
+        );
+    }
+    dirs.iter().map(|d| d.join(plugin)).find(|p| p.is_file()).ok_or_else(|| {
+        anyhow::anyhow!("transform.plugin: there is no plugin `{name}`; upload it with `PUT /api/v1/plugins/{name}`")
+    })
+}
+
+/// `asked`, held to a tenant's `cap`: the smaller of each.
+fn capped(asked: &PluginLimits, cap: &PluginLimits) -> PluginLimits {
+    PluginLimits {
+        memory: asked.memory.min(cap.memory),
+        timeout: asked.timeout.min(cap.timeout),
+        fuel: match (asked.fuel, cap.fuel) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        },
+    }
+}
+
+/// Waits for a turn on the tenant's share of the plugin threads, when it has one.
+async fn turn(gate: &Option<Arc<tokio::sync::Semaphore>>) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    match gate {
+        Some(g) => g.acquire().await.ok(),
+        None => None,
     }
 }
 
@@ -90,6 +136,7 @@ impl TransformConfig for WasmTransform {
 pub struct Wasm {
     plugin: Plugin,
     config: Vec<(String, String)>,
+    gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Transform for Wasm {
@@ -100,7 +147,7 @@ impl Transform for Wasm {
         input: &SchemaRef,
         _state: Option<&serde_json::Value>,
     ) -> anyhow::Result<Box<dyn TransformInstance>> {
-        Ok(Box::new(WasmInstance(self.plugin.transform(&self.config, input)?)))
+        Ok(Box::new(WasmInstance(self.plugin.transform(&self.config, input)?, self.gate.clone())))
     }
 
     fn describe(&self) -> String {
@@ -109,7 +156,7 @@ impl Transform for Wasm {
 }
 
 /// A worker's instance of a plugin; it runs on the worker's thread.
-struct WasmInstance(crate::wasm::TransformInstance);
+struct WasmInstance(crate::wasm::TransformInstance, Option<Arc<tokio::sync::Semaphore>>);
 
 #[async_trait]
 impl TransformInstance for WasmInstance {
@@ -118,6 +165,7 @@ impl TransformInstance for WasmInstance {
     }
 
     async fn process(&mut self, batch: Batch) -> anyhow::Result<Vec<Batch>> {
+        let _turn = turn(&self.1).await;
         Ok(tokio::task::block_in_place(|| self.0.process(&batch))?)
     }
 }
@@ -127,6 +175,7 @@ pub struct Decoder {
     plugin: Plugin,
     config: Vec<(String, String)>,
     declared: SchemaRef,
+    gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Transform for Decoder {
@@ -145,7 +194,7 @@ impl Transform for Decoder {
             );
         };
         let instance = self.plugin.decoder(&self.config, &self.declared)?;
-        Ok(Box::new(DecoderInstance { instance, value, input: input.clone() }))
+        Ok(Box::new(DecoderInstance { instance, value, input: input.clone(), gate: self.gate.clone() }))
     }
 
     fn describe(&self) -> String {
@@ -158,6 +207,7 @@ struct DecoderInstance {
     /// The index of the `value` column.
     value: usize,
     input: SchemaRef,
+    gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl DecoderInstance {
@@ -185,7 +235,9 @@ impl TransformInstance for DecoderInstance {
         let values = values.as_string_opt::<i32>().ok_or_else(|| anyhow::anyhow!("the `value` column is not text"))?;
         let messages: Vec<&[u8]> =
             (0..values.len()).map(|i| if values.is_null(i) { &[][..] } else { values.value(i).as_bytes() }).collect();
+        let turn = turn(&self.gate).await;
         let decoded = tokio::task::block_in_place(|| self.instance.decode(&messages));
+        drop(turn);
         decoded.map_err(|e| {
             let text = e.to_string();
             // `…: row N: …` names the message; say where it came from.

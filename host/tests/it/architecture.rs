@@ -13,7 +13,7 @@ use crate::common::{Doris, pipeline_file, plugin_wasm};
 async fn run(path: &Path) -> anyhow::Result<RunReport> {
     let prepared = sluice::pipeline::prepare(path, sluice::pipeline::load_file(path)?).await?;
     let (_stop, rx) = watch::channel(false);
-    runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await
+    runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await
 }
 
 fn datagen(rows: u64) -> String {
@@ -105,7 +105,9 @@ async fn a_pipeline_without_doris_needs_no_doris_section() {
     let path = pipeline_file(dir.path(), &text);
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let (_stop, rx) = watch::channel(false);
-    let report = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await.unwrap();
+    let report = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx)
+        .await
+        .unwrap();
     assert!(report.finished);
     assert_eq!(prepared.stats.rows_written.load(std::sync::atomic::Ordering::Relaxed), 3000);
 }
@@ -132,7 +134,8 @@ async fn a_changelog_pipeline_survives_the_fe_going_away_for_3_seconds() {
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let (stop, rx) = watch::channel(false);
     let task = tokio::spawn(async move {
-        let report = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+        let report =
+            runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await;
         (report, prepared)
     });
     let d = &doris;

@@ -48,7 +48,12 @@ async fn launch(path: &std::path::Path) -> anyhow::Result<Running> {
     let prepared = sluice::pipeline::prepare(path, sluice::pipeline::load_file(path)?).await?;
     let (stop, rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {
-        sluice::runtime::run(&prepared, &sluice::runtime::RunOptions { quiet: true, status_interval: None }, rx).await
+        sluice::runtime::run(
+            &prepared,
+            &sluice::runtime::RunOptions { quiet: true, status_interval: None, ..Default::default() },
+            rx,
+        )
+        .await
     });
     Ok((stop, task))
 }
@@ -615,7 +620,7 @@ async fn every_doris_type_reads_as_the_connector_maps_it_and_writes_back_unchang
     let expected: Vec<(String, DataType)> = expected.into_iter().map(|(n, t)| (n.to_string(), t)).collect();
     assert_eq!(read, expected);
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-    let opts = sluice::runtime::RunOptions { quiet: true, status_interval: None };
+    let opts = sluice::runtime::RunOptions { quiet: true, status_interval: None, ..Default::default() };
     let report = sluice::runtime::run(&prepared, &opts, stop_rx).await.unwrap_or_else(|e| panic!("{e:#}"));
     assert!(report.finished);
     let original = doris.sql("SELECT * FROM test.types ORDER BY id");

@@ -494,7 +494,7 @@ table = "test.enriched"
 
 async fn run_pipeline(prepared: &runtime::Prepared) -> anyhow::Result<runtime::RunReport> {
     let (_tx, rx) = watch::channel(false);
-    runtime::run(prepared, &RunOptions { quiet: true, status_interval: None }, rx).await
+    runtime::run(prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await
 }
 
 async fn prepare(path: &Path) -> anyhow::Result<runtime::Prepared> {
@@ -534,8 +534,11 @@ async fn a_pipeline_enriches_rows_and_reports_lookup_metrics() {
         ]
     );
     let text = sluice::metrics::metrics_text(&prepared.stats, "lookup");
-    assert!(text.contains("sluice_lookup_misses{pipeline=\"lookup\",table=\"dim.dim_city\"} 3\n"), "{text}");
-    assert!(text.contains("sluice_lookup_rows_fetched{pipeline=\"lookup\",table=\"dim.dim_city\"} 2\n"), "{text}");
+    assert!(text.contains("sluice_lookup_misses_total{pipeline=\"lookup\",table=\"dim.dim_city\"} 3\n"), "{text}");
+    assert!(
+        text.contains("sluice_lookup_rows_fetched_total{pipeline=\"lookup\",table=\"dim.dim_city\"} 2\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,7 @@ mod mysql;
 mod pipeline;
 mod postgres;
 mod sandbox;
+mod serve;
 mod sink;
 mod stream_load;
 mod transforms;

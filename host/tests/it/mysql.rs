@@ -123,7 +123,7 @@ async fn a_mysql_snapshot_creates_each_table_in_doris_and_copies_every_row() {
     let path = pipeline_file(dir.path(), &text);
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let (_stop, rx) = watch::channel(false);
-    let report = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx)
+    let report = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(report.finished, "{report:?}");
@@ -274,7 +274,8 @@ async fn initial_mirrors_the_snapshot_then_follows_the_binlog() {
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let (stop, rx) = watch::channel(false);
     let task = tokio::spawn(async move {
-        let r = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+        let r =
+            runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await;
         (r, prepared)
     });
     let source = "SELECT id, owner, balance, opened, flags + 0 FROM app.accounts ORDER BY id";
@@ -318,7 +319,8 @@ async fn initial_mirrors_the_snapshot_then_follows_the_binlog() {
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let (stop, rx) = watch::channel(false);
     let task = tokio::spawn(async move {
-        let r = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+        let r =
+            runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await;
         (r, prepared)
     });
     assert!(converged(utc(source)).await, "after the restart: {:?} against {:?}", doris.sql(target), utc(source));
@@ -428,7 +430,7 @@ async fn a_server_without_binlog_a_wrong_password_or_none_at_all_is_named() {
     let attempt = |path: std::path::PathBuf| async move {
         let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path)?).await?;
         let (_stop, rx) = watch::channel(false);
-        runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await
+        runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await
     };
     let e = format!("{:#}", attempt(file(maria.port, "user = \"root\"", "initial")).await.unwrap_err());
     assert!(e.contains("the MySQL server has no binlog") && e.contains("`log_bin` on, `binlog_format = ROW`"), "{e}");
@@ -453,7 +455,8 @@ fn spawn_run(
     let (stop, rx) = watch::channel(false);
     let task = tokio::spawn(async move {
         let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
-        let r = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+        let r =
+            runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await;
         (r, prepared)
     });
     (stop, task)

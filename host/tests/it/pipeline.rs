@@ -59,7 +59,8 @@ async fn run(path: &Path, stop_after: Option<Duration>) -> anyhow::Result<RunRep
         tokio::time::sleep(Duration::from_secs(3600)).await;
         drop(tx);
     });
-    let result = runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None }, rx).await;
+    let result =
+        runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await;
     stopper.abort();
     result
 }
@@ -335,7 +336,9 @@ async fn metrics_are_served_in_prometheus_text_with_the_connectors_names() {
     }
     let loaded: u64 = text
         .lines()
-        .find_map(|l| l.strip_prefix("sluice_totalFlushLoadedRows{pipeline=\"datagen-students\",sink=\"doris\"} "))
+        .find_map(|l| {
+            l.strip_prefix("sluice_totalFlushLoadedRows_total{pipeline=\"datagen-students\",sink=\"doris\"} ")
+        })
         .unwrap()
         .parse()
         .unwrap();

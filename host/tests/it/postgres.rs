@@ -355,7 +355,7 @@ async fn a_server_without_logical_wal_or_a_table_without_identity_is_named() {
     let path = pipeline_file(dir.path(), &text);
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let (_stop, rx) = tokio::sync::watch::channel(false);
-    let options = sluice::runtime::RunOptions { quiet: true, status_interval: None };
+    let options = sluice::runtime::RunOptions { quiet: true, status_interval: None, ..Default::default() };
     let e = format!("{:#}", sluice::runtime::run(&prepared, &options, rx).await.unwrap_err());
     assert!(e.contains("replication slot `other` exists for plugin test_decoding"), "{e}");
 }

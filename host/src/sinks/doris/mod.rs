@@ -219,6 +219,14 @@ impl SinkConfig for DorisSink {
         self.name.as_deref()
     }
 
+    /// Its `table`, or every table of its `database` (each checked as it is written).
+    fn reach(&self, file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        let mut reach = crate::pipeline::doris_reach(file, self.connection.as_deref())?;
+        reach.writes.extend(self.table.clone());
+        reach.writes.extend(self.database.as_ref().map(|d| format!("{d}.*")));
+        Ok(reach)
+    }
+
     fn validate(&self, file: &PipelineFile) -> Checked {
         match (&self.table, &self.database) {
             (Some(t), None) if t.split('.').count() != 2 || t.split('.').any(str::is_empty) => {
@@ -260,10 +268,12 @@ impl SinkConfig for DorisSink {
 
     async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>> {
         let conn = ctx.doris(self.connection.as_deref()).await?;
-        let settings = SinkSettings::new(self, &ctx.default_label_prefix(), conn.section.request_read_timeout.0)
+        let mut settings = SinkSettings::new(self, &ctx.default_label_prefix(), conn.section.request_read_timeout.0)
             .map_err(|(key, msg)| anyhow::anyhow!("{key}: {msg}"))?;
+        settings.load_permits = ctx.confinement.as_ref().and_then(|c| c.loads.clone());
         let journal = Arc::new(ctx.state.journal(name)?);
         let metrics = Arc::new(DorisSinkMetrics { sink: name.to_string(), ..Default::default() });
+        let _ = metrics.loads.durations.set(ctx.stats.timings.load.clone());
         ctx.stats.register(metrics.clone());
         let committer = DorisCommitter {
             client: conn.client.clone(),
@@ -279,6 +289,7 @@ impl SinkConfig for DorisSink {
             claims: self.table.clone(),
             rules: Arc::new(self.rules().map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?),
             database: self.names().map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?,
+            confinement: ctx.confinement.clone(),
         }))
     }
 }
@@ -330,6 +341,8 @@ struct DorisTarget {
     database: Option<TableNames>,
     /// How it creates and changes tables.
     rules: Arc<schema::TableRules>,
+    /// A `sluice serve` tenant's grants.
+    confinement: Option<crate::pipeline::Confinement>,
 }
 
 /// `database`, `table_prefix`, `table_suffix`, `route`: the target of each source table.
@@ -411,6 +424,7 @@ impl Sink for DorisTarget {
             names: self.database.clone(),
             rules: self.rules.clone(),
             leave_out: HashMap::new(),
+            confinement: self.confinement.clone(),
         }))
     }
 
@@ -473,9 +487,21 @@ struct DorisSinkWriter {
     /// Per source table: columns its rows carry that its Doris table lacks, left out of the
     /// load (only where `schema_change.behavior` lets a change go unapplied).
     leave_out: HashMap<TableId, Vec<String>>,
+    confinement: Option<crate::pipeline::Confinement>,
 }
 
 impl DorisSinkWriter {
+    /// Refuse a table the tenant may not write, before anything is sent to it.
+    fn allowed(&self, target: &str, from: &TableId) -> anyhow::Result<()> {
+        match &self.confinement {
+            Some(c) if !(c.may_write)(target) => anyhow::bail!(
+                "rows of `{from}` go to `{target}`, which tenant `{}` may not write; the batch is not written (ask for a grant, or route them to a table you are granted)",
+                c.tenant
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// Where rows and schema changes of `table` go.
     fn target(&self, table: &TableId) -> String {
         match &self.names {
@@ -499,8 +525,14 @@ impl SinkWriter for DorisSinkWriter {
             }
             None => batch,
         };
+        let target = match (&batch.table, &self.names) {
+            (Some(t), _) => t.clone(),
+            (None, Some(names)) => names.of(table),
+            (None, None) => self.writer.default_target(),
+        };
+        self.allowed(&target, table)?;
         match &self.names {
-            Some(names) if batch.table.is_none() => self.writer.write(&batch.clone().with_table(names.of(table))).await,
+            Some(_) if batch.table.is_none() => self.writer.write(&batch.clone().with_table(target)).await,
             _ => self.writer.write(batch).await,
         }
     }
@@ -510,6 +542,7 @@ impl SinkWriter for DorisSinkWriter {
     /// spans the change.
     async fn schema_change(&mut self, change: &SchemaChange) -> anyhow::Result<()> {
         let target = self.target(&change.table);
+        self.allowed(&target, &change.table)?;
         let (db, table) = target.split_once('.').context("the sink's table is `db.table`")?;
         self.writer.before_schema_change(&target).await?;
         let client = &self.conn.client;

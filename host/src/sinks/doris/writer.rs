@@ -84,6 +84,8 @@ pub struct SinkSettings {
     pub read_timeout: Duration,
     /// Stream Loads open at once per writer (`max_open_loads`).
     pub max_open_loads: usize,
+    /// Stream Loads open at once across the writers of a `sluice serve` tenant.
+    pub load_permits: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// The label grammar of Doris: `^[-_A-Za-z0-9:]{1,128}$`.
@@ -172,6 +174,7 @@ impl SinkSettings {
             group_commit,
             read_timeout,
             max_open_loads: cfg.max_open_loads.max(1) as usize,
+            load_permits: None,
         })
     }
 
@@ -192,6 +195,8 @@ impl SinkSettings {
 /// Counters named as the Flink connector's sink metrics.
 #[derive(Debug, Default)]
 pub struct SinkMetrics {
+    /// The pipeline's load-duration histogram.
+    pub durations: std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
     pub total_flush_load_bytes: AtomicU64,
     pub flush_total_number_rows: AtomicU64,
     pub total_flush_loaded_rows: AtomicU64,
@@ -212,6 +217,9 @@ pub struct SinkMetrics {
 
 impl SinkMetrics {
     fn record(&self, r: &LoadResponse, elapsed: Duration) {
+        if let Some(h) = self.durations.get() {
+            h.observe(elapsed.as_secs_f64());
+        }
         let add = |c: &AtomicU64, v: i64| c.fetch_add(v.max(0) as u64, Ordering::Relaxed);
         add(&self.total_flush_load_bytes, r.load_bytes);
         add(&self.flush_total_number_rows, r.number_total_rows);
@@ -426,7 +434,8 @@ impl DorisWriter {
         }
         if self.tables[&target].open.is_none() {
             self.make_room().await?;
-            self.open_load(&target, &data, needs_sign).await?;
+            let permit = self.load_permit().await?;
+            self.open_load(&target, &data, needs_sign, permit).await?;
         }
         let ts = self.tables.get_mut(&target).expect("looked up above");
         let open = ts.open.as_mut().expect("opened above");
@@ -447,11 +456,26 @@ impl DorisWriter {
         Ok(())
     }
 
+    /// A turn among the tenant's open Stream Loads, when it has a limit. While it waits, this
+    /// writer holds none: its own open loads are ended first.
+    async fn load_permit(&mut self) -> anyhow::Result<Option<tokio::sync::OwnedSemaphorePermit>> {
+        let Some(permits) = self.settings.load_permits.clone() else { return Ok(None) };
+        if let Ok(p) = permits.clone().try_acquire_owned() {
+            return Ok(Some(p));
+        }
+        let open: Vec<String> = self.tables.iter().filter(|(_, t)| t.open.is_some()).map(|(k, _)| k.clone()).collect();
+        for target in open {
+            self.end_load(&target).await?;
+        }
+        Ok(Some(permits.acquire_owned().await?))
+    }
+
     async fn open_load(
         &mut self,
         target: &str,
         data: &arrow::record_batch::RecordBatch,
         with_sign: bool,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> anyhow::Result<()> {
         let settings = self.settings.clone();
         let ts = self.tables.get_mut(target).expect("looked up before");
@@ -477,7 +501,10 @@ impl DorisWriter {
         let body = reqwest::Body::wrap_stream(stream);
         let client = self.client.clone();
         let (db, table) = (ts.db.clone(), ts.table.clone());
-        let task = tokio::spawn(async move { client.load(&db, &table, &headers, body, None).await });
+        let task = tokio::spawn(async move {
+            let _permit = permit;
+            client.load(&db, &table, &headers, body, None).await
+        });
         ts.open = Some(OpenLoad {
             label,
             tx,
@@ -821,7 +848,12 @@ async fn batch_load(
     let mut waits = crate::retry::backoff(Duration::from_millis(500), settings.max_retries as usize).build();
     loop {
         let timeout = settings.read_timeout + Duration::from_secs(body.len() as u64 / (1 << 20));
+        let permit = match &settings.load_permits {
+            Some(p) => Some(p.clone().acquire_owned().await?),
+            None => None,
+        };
         let result = client.load(db, table, headers, reqwest::Body::from(body.clone()), Some(timeout)).await;
+        drop(permit);
         let failure = match result {
             Ok(r) if r.is_success() => {
                 metrics.record(&r, started.elapsed());

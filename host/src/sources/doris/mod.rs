@@ -79,6 +79,14 @@ impl SourceConfig for DorisSource {
         self.name.as_deref()
     }
 
+    /// The table read, and the changelog's offset table (written) when there is one.
+    fn reach(&self, file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        let mut reach = crate::pipeline::doris_reach(file, self.connection.as_deref())?;
+        reach.reads.push(self.table.clone());
+        reach.writes.extend(self.changelog.offset_table.clone());
+        Ok(reach)
+    }
+
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.check(file)
     }

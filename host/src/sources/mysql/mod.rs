@@ -127,6 +127,10 @@ impl SourceConfig for MysqlSource {
         self.name.as_deref()
     }
 
+    fn reach(&self, _file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        Ok(crate::pipeline::Reach { connections: vec![self.connection.clone()], ..Default::default() })
+    }
+
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.server(file)?;
         let startup = &self.scan.startup;

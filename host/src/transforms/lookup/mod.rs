@@ -216,6 +216,12 @@ impl TransformConfig for LookupTransform {
         self.name.as_deref()
     }
 
+    fn reach(&self, file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
+        let mut reach = crate::pipeline::doris_reach(file, self.connection.as_deref())?;
+        reach.reads.push(self.table.clone());
+        Ok(reach)
+    }
+
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.check(file)
     }
