@@ -22,11 +22,18 @@ load_shop=$(readme_line 'mysql -h 127.0.0.1 -u root < pipelines/mysql-sync.sql')
 mirror=$(readme_line 'cargo run --release -p sluice -- run pipelines/mysql-sync.toml')
 load_pg=$(readme_line 'psql -h 127.0.0.1 -U postgres -d postgres -q -f pipelines/postgres-sync.sql')
 pg_mirror=$(readme_line 'cargo run --release -p sluice -- run pipelines/postgres-sync.toml')
+serve_build=$(readme_line 'cargo run --release -p sluice -- plugin inspect plugins/student-trans')
+serve_start=$(readme_line 'cargo run --release -p sluice -- serve --config pipelines/serve/server.toml &')
+serve_token=$(readme_line 'export SLUICE_TOKEN=analytics-demo-token')
+serve_upload=$(readme_line 'curl -sf -X PUT -H "Authorization: Bearer $SLUICE_TOKEN" --data-binary @plugins/target')
+serve_submit=$(readme_line 'curl -sf -H "Authorization: Bearer $SLUICE_TOKEN" -H "Content-Type: application/toml"')
+serve_status=$(readme_line 'curl -sf -H "Authorization: Bearer $SLUICE_TOKEN" http://127.0.0.1:8080/api/v1/pipelines/')
 
 work=$(mktemp -d)
 maria_pid=""
 pg_pid=""
-trap '[ -n "$maria_pid" ] && kill "$maria_pid" 2>/dev/null; [ -n "$pg_pid" ] && kill "$pg_pid" 2>/dev/null; rm -rf "$work"' EXIT
+serve_pid=""
+trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null; [ -n "$maria_pid" ] && kill "$maria_pid" 2>/dev/null; [ -n "$pg_pid" ] && kill "$pg_pid" 2>/dev/null; rm -rf "$work"' EXIT
 git clone -q "$root" "$work/sluice"
 cd "$work/sluice"
 # A clone has no plugins/target: the quick start must build the plugin itself.
@@ -99,4 +106,44 @@ out=$(bash -c "$pg_mirror" 2>&1) || { echo "$out"; echo "FAILED: the PostgreSQL 
 echo "$out"
 grep -qE '^finished at checkpoint [0-9]+: 10 rows read, 10 rows written' <<<"$out" \
   || { echo "FAILED: the PostgreSQL mirror did not write the 10 rows of pipelines/postgres-sync.sql" >&2; exit 1; }
-echo "README quick start, plugin test, sync examples and the MySQL and PostgreSQL mirrors: ok"
+# `sluice serve` with the README's server file, on a free port instead of 8080 (the one change to
+# its commands).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+on_port() { printf '%s' "${1//127.0.0.1:8080/127.0.0.1:$port}"; }
+sed -i "s/127.0.0.1:8080/127.0.0.1:$port/" pipelines/serve/server.toml
+echo "\$ $serve_build"
+bash -c "$serve_build" >/dev/null
+echo "\$ $serve_start"
+serve_cmd=$(on_port "${serve_start% &}")
+bash -c "exec $serve_cmd" >"$work/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 1 600); do grep -q '^sluice serve: http://' "$work/serve.log" && break; sleep 0.5; done
+grep -q '^sluice serve: http://' "$work/serve.log" || { cat "$work/serve.log"; echo "FAILED: sluice serve did not start" >&2; exit 1; }
+echo "\$ $serve_token"
+eval "$serve_token"
+for cmd in "$serve_upload" "$serve_submit"; do
+  echo "\$ $cmd"
+  out=$(bash -c "$(on_port "$cmd")") || { cat "$work/serve.log"; echo "FAILED: $cmd" >&2; exit 1; }
+  echo "$out"
+done
+[ "$out" = '{"id":"analytics.students"}' ] || { echo "FAILED: the submit answered $out" >&2; exit 1; }
+echo "\$ $serve_status"
+for _ in $(seq 1 120); do
+  out=$(bash -c "$(on_port "$serve_status")")
+  grep -q '"state":"finished"' <<<"$out" && break
+  sleep 0.5
+done
+echo "$out"
+grep -q '"state":"finished"' <<<"$out" && grep -q '"rows_out":5000' <<<"$out" \
+  || { cat "$work/serve.log"; echo "FAILED: the served pipeline did not finish with 5000 rows" >&2; exit 1; }
+doris_port=$(sed -n 's/.*mysql -h 127.0.0.1 -P \([0-9]*\) -u root.*/\1/p' "$work/serve.log" | head -1)
+rows=$(mysql -h 127.0.0.1 -P "$doris_port" -u root -N -B -e "SELECT count(*) FROM analytics.students WHERE name LIKE 'prefix_%'")
+[ "$rows" = 5000 ] || { echo "FAILED: analytics.students has $rows transformed rows, not 5000" >&2; exit 1; }
+# The README's refusal: the same file writing the other tenant's table.
+sed 's/table = "analytics.students"/table = "marketing.students"/' pipelines/serve/students.toml >"$work/steal.toml"
+out=$(curl -s -H "Authorization: Bearer $SLUICE_TOKEN" -H "Content-Type: application/toml" --data-binary @"$work/steal.toml" "http://127.0.0.1:$port/api/v1/pipelines")
+want=$(grep -o 'pipeline.toml:19: sink (type "doris"): tenant `analytics` may not write `marketing.students`' README.md | head -1)
+[ -n "$want" ] && grep -qF "$want" <<<"${out//\\\"/\"}" || { echo "$out"; echo "FAILED: the refusal is not the README's" >&2; exit 1; }
+kill -TERM "$serve_pid" && wait "$serve_pid" || { cat "$work/serve.log"; echo "FAILED: sluice serve did not stop cleanly" >&2; exit 1; }
+serve_pid=""
+echo "README quick start, plugin test, sync examples, the MySQL and PostgreSQL mirrors and sluice serve: ok"

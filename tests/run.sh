@@ -32,6 +32,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 # The PostgreSQL source's tests start their own server (wal_level = logical) from its binaries.
 command -v psql >/dev/null || missing+=(postgresql-client)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# The live view of `sluice serve` is tested in Debian's headless Chromium.
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
@@ -44,6 +46,15 @@ if [ ! -x "$tansu_root/bin/tansu" ]; then
   CARGO_TARGET_DIR="$tansu_root-target" cargo install tansu --locked --version 0.6.0 --features libsql --root "$tansu_root"
 fi
 export SLUICE_TANSU="$tansu_root/bin/tansu"
+
+# Playwright (Python) drives that Chromium; kept in a virtualenv between runs.
+venv="${SLUICE_VENV:-/var/tmp/sluice-venv}"
+if ! "$venv/bin/python" -c 'import playwright' 2>/dev/null; then
+  step "a virtualenv with Playwright ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q playwright==1.65.2
+fi
+export SLUICE_PLAYWRIGHT_PYTHON="$venv/bin/python"
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -69,6 +80,9 @@ plugins_cargo test -p sluice-guest
 
 step "tests: host and doris-lite"
 cargo test --workspace
+
+step "tests: the live view of sluice serve in headless Chromium"
+cargo test -p sluice --test it serve::the_live_view -- --ignored
 
 step "the README's quick start, from a fresh clone"
 bash tests/readme.sh

@@ -323,26 +323,44 @@ async fn metrics_are_served_in_prometheus_text_with_the_connectors_names() {
     })
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    // Polled until a load has been committed and counted.
+    let loaded_of = |text: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("sluice_totalFlushLoadedRows_total{pipeline=\"datagen-students\",sink=\"doris\"} ")
+            })
+            .and_then(|v| v.parse().ok())
+    };
+    let mut text = String::new();
+    for _ in 0..300 {
+        text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        if loaded_of(&text).unwrap_or(0) > 0 && histogram_count(&text, "checkpoint_duration_seconds") > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     child.kill().unwrap();
     child.wait().unwrap();
-    for name in ["sluice_rows_read", "sluice_checkpoints"] {
+    for name in ["sluice_rows_read_total", "sluice_checkpoints_total"] {
         assert!(text.contains(&format!("{name}{{pipeline=\"datagen-students\"}} ")), "{name} in {text}");
     }
     // The sink's metrics carry the sink's name.
-    for name in ["sluice_totalFlushLoadedRows", "sluice_loadTimeMs", "sluice_commit_retries"] {
+    for name in ["sluice_totalFlushLoadedRows_total", "sluice_loadTimeMs_total", "sluice_commit_retries_total"] {
         assert!(text.contains(&format!("{name}{{pipeline=\"datagen-students\",sink=\"doris\"}} ")), "{name} in {text}");
     }
-    let loaded: u64 = text
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("sluice_totalFlushLoadedRows_total{pipeline=\"datagen-students\",sink=\"doris\"} ")
-        })
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(loaded > 0, "{text}");
+    assert!(loaded_of(&text).unwrap_or(0) > 0, "{text}");
+    // "How long" answers: histograms, observed.
+    for name in ["checkpoint_duration_seconds", "commit_latency_seconds", "load_duration_seconds", "lag_seconds"] {
+        assert!(text.contains(&format!("# TYPE sluice_{name} histogram\n")), "{name} in {text}");
+    }
+    let count = |name| histogram_count(&text, name);
+    assert!(count("load_duration_seconds") > 0 && count("checkpoint_duration_seconds") > 0, "{text}");
+}
+
+/// The observations of histogram `sluice_<name>` of the pipeline `datagen-students`.
+fn histogram_count(text: &str, name: &str) -> u64 {
+    let prefix = format!("sluice_{name}_count{{pipeline=\"datagen-students\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(prefix.as_str())).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -570,3 +570,35 @@ async fn kill_9_of_the_server_resumes_every_pipeline_from_its_checkpoint() {
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
     s.stop().await;
 }
+
+/// The live view in headless Chromium: the numbers it shows are `/metrics`', its buttons work.
+/// Needs Debian's chromium and a Python with Playwright (`SLUICE_PLAYWRIGHT_PYTHON`), which the
+/// test command installs and then runs this with `--ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium and Playwright: tests/run.sh runs it"]
+async fn the_live_view_shows_what_metrics_says_and_its_buttons_work() {
+    let python = std::env::var("SLUICE_PLAYWRIGHT_PYTHON").expect("SLUICE_PLAYWRIGHT_PYTHON: a Python with Playwright");
+    let doris = Doris::start().await;
+    tables(&doris);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(&doris, dir.path()).await;
+    assert_eq!(s.submit(ALPHA, &datagen("students", "alpha.students", 3000, 20_000, STUDENT_TRANS)).await.0, 201);
+    assert_eq!(s.submit(ALPHA, &datagen("slow", "alpha.slow", 1_000_000, 500, STUDENT_TRANS)).await.0, 201);
+    assert_eq!(s.submit(BETA, &datagen("students", "beta.students", 100, 1000, "")).await.0, 201);
+    s.until("alpha.students", ALPHA, 60, "finished", |v| v["state"] == "finished").await;
+    let shot = std::env::var_os("SLUICE_SCREENSHOT").map_or_else(|| dir.path().join("view.png"), PathBuf::from);
+    let script = crate::common::repo_root().join("tests/web/serve_view.py");
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .args([&url, ALPHA, "alpha.students", "alpha.slow"])
+            .arg(&shot)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && stdout.trim() == "ok", "{stdout}\n{stderr}\n{}", s.log());
+}

@@ -493,9 +493,14 @@ struct DorisSinkWriter {
 impl DorisSinkWriter {
     /// Refuse a table the tenant may not write, before anything is sent to it.
     fn allowed(&self, target: &str, from: &TableId) -> anyhow::Result<()> {
+        // A routed name without its database is in the sink's.
+        let full = match target.contains('.') {
+            true => target.to_string(),
+            false => format!("{}.{target}", self.writer.default_target().split('.').next().unwrap_or_default()),
+        };
         match &self.confinement {
-            Some(c) if !(c.may_write)(target) => anyhow::bail!(
-                "rows of `{from}` go to `{target}`, which tenant `{}` may not write; the batch is not written (ask for a grant, or route them to a table you are granted)",
+            Some(c) if !(c.may_write)(&full) => anyhow::bail!(
+                "rows of `{from}` go to `{full}`, which tenant `{}` may not write; the batch is not written (ask for a grant, or route them to a table you are granted)",
                 c.tenant
             ),
             _ => Ok(()),
