@@ -416,6 +416,8 @@ async fn a_trapping_or_looping_plugin_fails_its_pipeline_only() {
     assert_eq!(st, 201, "{v}");
     let (st, v) = s.submit(ALPHA, &datagen("loop", "alpha.slow", 100, 1000, &hostile("loop"))).await;
     assert_eq!(st, 201, "{v}");
+    let (st, v) = s.submit(ALPHA, &datagen("eat", "alpha.routed", 100, 1000, &hostile("memory"))).await;
+    assert_eq!(st, 201, "{v}");
     let (st, v) = s.submit(BETA, &datagen("students", "beta.students", 20_000, 5_000, "")).await;
     assert_eq!(st, 201, "{v}");
     let trap = s.until("alpha.trap", ALPHA, 60, "failed", |v| v["state"] == "failed").await;
@@ -426,10 +428,13 @@ async fn a_trapping_or_looping_plugin_fails_its_pipeline_only() {
         looped["last_error"].as_str().unwrap().contains("exceeded its wall-time limit of 1s per call"),
         "{looped:#}"
     );
+    let eat = s.until("alpha.eat", ALPHA, 90, "failed", |v| v["state"] == "failed").await;
+    assert!(eat["last_error"].as_str().unwrap().contains("exceeded its memory limit of 64000000 bytes"), "{eat:#}");
     let beta = s.until("beta.students", BETA, 90, "finished", |v| v["state"] == "finished").await;
     assert_eq!(beta["rows_out"], 20_000);
     assert_eq!(doris.sql("SELECT count(*), count(DISTINCT id) FROM beta.students"), ["20000\t20000"]);
     assert_eq!(doris.sql("SELECT count(*) FROM alpha.more"), ["0"]);
+    assert_eq!(doris.sql("SELECT count(*) FROM alpha.routed"), ["0"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
