@@ -122,6 +122,11 @@ impl<'a> Parser<'a> {
         )))
     }
 
+    /// A syntax error at the current token, expecting `what`.
+    pub fn unexpected_here(&self, what: &str) -> PResult<()> {
+        self.unexpected(what)
+    }
+
     /// Is the current token the unquoted keyword `kw`?
     pub fn is_kw(&self, kw: &str) -> bool {
         self.is_kw_at(0, kw)

@@ -1664,6 +1664,23 @@ impl Executor {
         p.expect_kw("FROM")?;
         let name = p.object_name()?;
         let db = self.resolve(s, &name)?;
+        // Doris' grammar: `DELETE FROM t [alias] [PARTITION …] [USING …] [WHERE …]`. Anything
+        // else is a syntax error — never a condition wider than the one written.
+        let alias = if p.eat_kw("AS") {
+            Some(p.ident()?)
+        } else {
+            match p.peek() {
+                Token::Word(w)
+                    if w.quote_style.is_some()
+                        || !["PARTITION", "PARTITIONS", "USING", "WHERE"]
+                            .iter()
+                            .any(|k| w.value.eq_ignore_ascii_case(k)) =>
+                {
+                    Some(p.ident()?)
+                }
+                _ => None,
+            }
+        };
         if p.eat_kw("PARTITION") || p.eat_kw("PARTITIONS") {
             if matches!(p.peek(), Token::LParen) {
                 p.ident_list()?;
@@ -1671,7 +1688,24 @@ impl Executor {
                 p.ident()?;
             }
         }
-        let cond = if p.eat_kw("WHERE") { p.rest().to_string() } else { "true".to_string() };
+        if p.is_kw("USING") {
+            return Err(SqlError::other(
+                "DELETE … USING is not supported by doris-lite; delete by a condition on the table's own columns",
+            ));
+        }
+        let cond = if p.eat_kw("WHERE") {
+            let cond = p.rest().to_string();
+            if cond.is_empty() {
+                p.unexpected_here("a condition after WHERE")?;
+            }
+            cond
+        } else {
+            p.expect_end()?;
+            "true".to_string()
+        };
+        // Columns may be qualified by the alias, else by the table's name (`t.col`, as SQLAlchemy
+        // writes them).
+        let qualifier = alias.unwrap_or_else(|| name.name.clone()).replace('`', "``");
         for _attempt in 0..5 {
             let (batch, version, keys_type, hidden) = {
                 let mut st = self.engine.lock();
@@ -1690,7 +1724,7 @@ impl Executor {
             let table =
                 MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| SqlError::other(e.to_string()))?;
             ctx.register_table("__target", Arc::new(table)).map_err(|e| SqlError::other(e.to_string()))?;
-            let q = format!("SELECT * FROM __target WHERE {cond}");
+            let q = format!("SELECT * FROM __target AS `{qualifier}` WHERE {cond}");
             let rs = self.run_df(&ctx, s, &q).await?;
             let rowid_col = rs.columns.iter().position(|(n, _)| n == ROWID_COL).unwrap_or(0);
             let affected = rs.rows.len() as u64;
@@ -1877,6 +1911,27 @@ mod tests {
         run(&ex, &mut s, "DELETE FROM d WHERE k IN (1, 3)").await;
         let r = rows(run(&ex, &mut s, "SELECT count(*) FROM d").await);
         assert_eq!(r[0][0].as_deref(), Some("1"));
+        // An alias, or the table's name, qualifies the columns; a statement not understood is an
+        // error that changes nothing.
+        run(&ex, &mut s, "INSERT INTO d VALUES (1, 'a', NULL), (3, 'c', NULL), (999, 'z', NULL)").await;
+        run(&ex, &mut s, "DELETE FROM test.d x WHERE x.k = 999").await;
+        assert_eq!(
+            rows(run(&ex, &mut s, "SELECT k FROM d ORDER BY k").await),
+            [[Some("1".into())], [Some("2".into())], [Some("3".into())]]
+        );
+        run(&ex, &mut s, "DELETE FROM d AS y WHERE y.k = 3").await;
+        run(&ex, &mut s, "DELETE FROM d WHERE d.k = 1").await;
+        for bad in [
+            "DELETE FROM d x y WHERE k = 1",
+            "DELETE FROM d x WHERE",
+            "DELETE FROM d WHERE",
+            "DELETE FROM d LIMIT 1",
+            "DELETE FROM d USING e WHERE d.k = e.k",
+            "DELETE FROM d x WHERE z.k = 1",
+        ] {
+            assert!(ex.execute(&mut s, bad).await.is_err(), "{bad}");
+        }
+        assert_eq!(rows(run(&ex, &mut s, "SELECT k FROM d ORDER BY k").await), [[Some("2".into())]]);
         let e = ex.execute(&mut s, "SELECT * FROM nope").await.unwrap_err();
         assert_eq!(e.code, 1146);
         let e = ex.execute(&mut s, "SELECT nope FROM d").await.unwrap_err();
