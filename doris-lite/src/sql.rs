@@ -1947,4 +1947,116 @@ mod tests {
         let r = rows(run(&ex, &mut s, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = 'd'").await);
         assert_eq!(r[1], vec![Some("v".into()), Some("varchar".into()), Some("20".into()), None]);
     }
+
+    async fn table_keys(ex: &Executor, s: &mut Session, t: &str) -> Vec<String> {
+        rows(run(ex, s, &format!("SELECT k FROM {t} ORDER BY k")).await)
+            .into_iter()
+            .map(|r| r[0].clone().unwrap())
+            .collect()
+    }
+
+    /// 200 DELETE statements, well-formed and mangled (a junk token put anywhere): each either
+    /// fails and changes nothing, or deletes exactly the rows its SELECT twin (`SELECT k FROM` the
+    /// same text) returns — never more than its condition matches.
+    #[tokio::test]
+    async fn no_delete_removes_rows_its_condition_does_not_match() {
+        let ex = Executor {
+            engine: Arc::new(Engine::new(EngineConfig::default(), None).unwrap()),
+            info: Arc::new(ServerInfo::default()),
+        };
+        let mut s = Session::new("root", 1);
+        run(&ex, &mut s, "CREATE DATABASE test").await;
+        run(&ex, &mut s, "USE test").await;
+        for (t, keys) in [("d", "DUPLICATE KEY(k)"), ("u", "UNIQUE KEY(k)")] {
+            run(
+                &ex,
+                &mut s,
+                &format!("CREATE TABLE {t} (k INT, v VARCHAR(20)) {keys} DISTRIBUTED BY HASH(k) BUCKETS 3"),
+            )
+            .await;
+        }
+        let fill: String = (1..=20).map(|k| format!("({k}, 'v{k}')")).collect::<Vec<_>>().join(", ");
+        for t in ["d", "u"] {
+            run(&ex, &mut s, &format!("INSERT INTO {t} VALUES {fill}")).await;
+        }
+        let seed: u64 = 0x5eed_2026;
+        eprintln!("seed {seed:#x}");
+        let mut x = seed;
+        let mut next = move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let forms = [
+            "DELETE FROM {t} WHERE k = {n}",
+            "DELETE FROM {t} x WHERE x.k = {n}",
+            "DELETE FROM {t} AS x WHERE x.k = {n}",
+            "DELETE FROM test.{t} WHERE {t}.k = {n}",
+            "DELETE FROM `{t}` `y` WHERE `y`.`k` = {n}",
+            "DELETE FROM {t} WHERE k IN ({n}, {n})",
+        ];
+        let junk = [
+            "x",
+            "AS",
+            "LIMIT 1",
+            "ORDER BY k",
+            ",",
+            "USING e",
+            "WHERE",
+            "OR",
+            "AND",
+            "1",
+            "(",
+            ")",
+            ";",
+            "'",
+            "`",
+            "t2",
+            "x.k",
+            "= 1",
+            "NOT",
+            "*",
+        ];
+        let mut accepted = 0;
+        for i in 0..200 {
+            let t = if i % 2 == 0 { "d" } else { "u" };
+            let n = 1 + next(20);
+            let mut words: Vec<String> = forms[next(forms.len())]
+                .replace("{t}", t)
+                .replace("{n}", &n.to_string())
+                .split(' ')
+                .map(str::to_string)
+                .collect();
+            if i % 4 != 0 {
+                let at = 2 + next(words.len() - 1);
+                words.insert(at, junk[next(junk.len())].to_string());
+            }
+            let stmt = words.join(" ");
+            let before = table_keys(&ex, &mut s, t).await;
+            let twin = stmt.replacen("DELETE FROM", "SELECT k FROM", 1);
+            let matched = ex.execute(&mut s, &twin).await;
+            let result = ex.execute(&mut s, &stmt).await;
+            let after = table_keys(&ex, &mut s, t).await;
+            match result {
+                Err(_) => assert_eq!(after, before, "`{stmt}` failed but changed rows"),
+                Ok(_) => {
+                    accepted += 1;
+                    let Ok(Outcome::Rows(m)) = matched else {
+                        panic!("`{stmt}` deleted, but `{twin}` does not select")
+                    };
+                    let matched: Vec<String> = m.rows.into_iter().map(|r| r[0].clone().unwrap()).collect();
+                    let gone: Vec<&String> = before.iter().filter(|k| !after.contains(k)).collect();
+                    let mut want: Vec<&String> = before.iter().filter(|k| matched.contains(k)).collect();
+                    want.dedup();
+                    assert_eq!(gone, want, "`{stmt}` deleted other rows than `{twin}` selects");
+                }
+            }
+            if after.len() != 20 {
+                run(&ex, &mut s, &format!("DELETE FROM {t}")).await;
+                run(&ex, &mut s, &format!("INSERT INTO {t} VALUES {fill}")).await;
+            }
+        }
+        assert!(accepted >= 50, "only {accepted} of 200 statements ran");
+    }
 }
