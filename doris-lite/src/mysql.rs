@@ -251,6 +251,12 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
 
     async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {
         self.sync_user();
+        // As Doris: a handshake with an empty database name (mysql-connector-python sends one)
+        // selects none, and `internal.<db>` is the internal catalog's database.
+        if db.is_empty() {
+            return w.ok().await;
+        }
+        let db = db.strip_prefix("internal.").unwrap_or(db);
         let exists = self.exec.engine.lock().dbs.contains_key(db);
         if exists {
             self.session.db = Some(db.to_string());

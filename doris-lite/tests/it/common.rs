@@ -194,6 +194,7 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("pyarrow.flight", "pyarrow"),
     ("adbc_driver_flightsql.dbapi", "adbc_driver_flightsql"),
     ("adbc_driver_manager", "adbc_driver_manager"),
+    ("mysql.connector", "mysql-connector-python"),
 ];
 
 static VENV: Mutex<()> = Mutex::new(());

@@ -3,6 +3,7 @@
 //! time down.
 
 mod changelog;
+mod clients;
 mod common;
 mod discard;
 mod faults;

@@ -1,0 +1,27 @@
+//! Third-party Python clients (from PyPI, in the test virtualenv) driving doris-lite through a
+//! workflow each, from `tests/clients/`: each script asserts the rows it reads and prints `OK`.
+
+use std::process::Command;
+
+use crate::common::{Server, python};
+
+fn run_client(script: &str, s: &Server) -> String {
+    let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python()).arg(&path).arg(s.query_port().to_string()).output().expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("OK"),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn mysql_connector_python_connects_without_a_database_and_deletes_by_alias() {
+    let s = Server::start();
+    run_client("mysql_connector.py", &s);
+    // What it left is what another client reads.
+    assert_eq!(s.sql("SELECT id FROM shop.events ORDER BY id"), vec![vec!["1"], vec!["2"]]);
+    assert_eq!(s.sql("SELECT count(*) FROM shop.users"), vec![vec!["2"]]);
+}
