@@ -970,12 +970,15 @@ impl Executor {
         let schema = df.schema().as_arrow().clone();
         let batches = df.collect().await.map_err(|e| df_error(e, db))?;
         let originals = self.column_spellings();
+        let labels = select_labels(sql).filter(|l| l.len() == schema.fields().len());
         let fields: Vec<Field> = schema
             .fields()
             .iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(i, f)| {
                 let name = spelling_in_sql(sql, f.name())
                     .or_else(|| originals.get(f.name().as_str()).cloned())
+                    .or_else(|| labels.as_ref().and_then(|l| l[i].clone()))
                     .unwrap_or_else(|| f.name().clone());
                 f.as_ref().clone().with_name(name)
             })
@@ -1782,6 +1785,30 @@ impl Executor {
     }
 }
 
+/// The labels Doris gives the items of a plain `SELECT` (as MySQL does): an expression's text as
+/// written (`1`, `sum(x)`), a string literal's value (`'a'` → `a`), an alias. `None` where the
+/// statement is not one plain SELECT without `*`.
+fn select_labels(sql: &str) -> Option<Vec<Option<String>>> {
+    use datafusion::sql::sqlparser::ast::{Expr, SelectItem, SetExpr, Statement, Value};
+    let dialect = datafusion::sql::sqlparser::dialect::MySqlDialect {};
+    let statements = datafusion::sql::sqlparser::parser::Parser::parse_sql(&dialect, sql).ok()?;
+    let [Statement::Query(q)] = statements.as_slice() else { return None };
+    let SetExpr::Select(select) = q.body.as_ref() else { return None };
+    select
+        .projection
+        .iter()
+        .map(|item| match item {
+            SelectItem::UnnamedExpr(Expr::Value(v)) => match &v.value {
+                Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(Some(s.clone())),
+                other => Some(Some(other.to_string())),
+            },
+            SelectItem::UnnamedExpr(e) => Some(Some(e.to_string())),
+            SelectItem::ExprWithAlias { alias, .. } => Some(Some(alias.value.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 const INFO_SCHEMA_UPPER: &[&str] = &[
     "WINDOW_END_PHYSICAL_TIME",
     "CURRENT_TSO",
@@ -1942,6 +1969,14 @@ mod tests {
         assert_eq!((e.code, e.message.as_str()), (1049, "Unknown database 'nodb'"));
         let r = rows(run(&ex, &mut s, "SELECT FROM_UNIXTIME(1700000000000 / 1000, '%Y-%m-%d %H:%i:%s'), if(k > 1, 'big', 'small'), if(k > 1, k, 0) FROM d").await);
         assert_eq!(r[0], vec![Some("2023-11-14 22:13:20".into()), Some("big".into()), Some("2".into())]);
+        // Labels as Doris gives them.
+        match run(&ex, &mut s, "SELECT 1, 'a', count(*), k + 1 AS next FROM d GROUP BY k").await {
+            Outcome::Rows(r) => {
+                let names: Vec<&str> = r.columns.iter().map(|(n, _)| n.as_str()).collect();
+                assert_eq!(names, ["1", "a", "count(*)", "next"]);
+            }
+            other => panic!("{other:?}"),
+        }
         let r = rows(run(&ex, &mut s, "select @@version_comment limit 1").await);
         assert!(r[0][0].as_deref().unwrap().contains("Doris"));
         let r = rows(run(&ex, &mut s, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = 'd'").await);
