@@ -682,11 +682,39 @@ struct DorisFromUnixtime {
     offset_us: i64,
 }
 
-/// Formats microseconds since the epoch with a MySQL `DATE_FORMAT` pattern.
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+
+/// Formats microseconds since the epoch with a MySQL `DATE_FORMAT` pattern (the specifiers mean
+/// what MySQL's manual says: `%i` minutes, `%s` seconds, `%M` the month's name, …).
 pub fn mysql_date_format(us: i64, fmt: &str) -> String {
     let full = format_datetime(us, 6);
     let (date, time) = full.split_at(10);
     let time = &time[1..];
+    let num = |s: &str| s.parse::<u32>().unwrap_or(0);
+    let (month, day, hour) = (num(&date[5..7]), num(&date[8..10]), num(&time[0..2]));
+    let days = us.div_euclid(86_400_000_000);
+    // 1970-01-01 was a Thursday.
+    let weekday = (days + 4).rem_euclid(7) as usize;
+    let year_day = {
+        let jan1 = crate::types::parse_date(&format!("{}-01-01", &date[0..4])).unwrap_or(days as i32) as i64;
+        days - jan1 + 1
+    };
+    let hour12 = if hour % 12 == 0 { 12 } else { hour % 12 };
+    let ampm = if hour < 12 { "AM" } else { "PM" };
     let mut out = String::new();
     let mut chars = fmt.chars();
     while let Some(c) = chars.next() {
@@ -697,18 +725,71 @@ pub fn mysql_date_format(us: i64, fmt: &str) -> String {
         match chars.next() {
             Some('Y') => out.push_str(&date[0..4]),
             Some('y') => out.push_str(&date[2..4]),
-            Some('m') | Some('c') => out.push_str(&date[5..7]),
-            Some('d') | Some('e') => out.push_str(&date[8..10]),
-            Some('H') | Some('k') => out.push_str(&time[0..2]),
+            Some('m') => out.push_str(&date[5..7]),
+            Some('c') => out.push_str(&month.to_string()),
+            Some('M') => out.push_str(MONTHS[(month as usize).saturating_sub(1) % 12]),
+            Some('b') => out.push_str(&MONTHS[(month as usize).saturating_sub(1) % 12][..3]),
+            Some('d') => out.push_str(&date[8..10]),
+            Some('e') => out.push_str(&day.to_string()),
+            Some('D') => {
+                let suffix = match (day % 10, day % 100) {
+                    (_, 11..=13) => "th",
+                    (1, _) => "st",
+                    (2, _) => "nd",
+                    (3, _) => "rd",
+                    _ => "th",
+                };
+                out.push_str(&format!("{day}{suffix}"));
+            }
+            Some('W') => out.push_str(WEEKDAYS[weekday]),
+            Some('a') => out.push_str(&WEEKDAYS[weekday][..3]),
+            Some('w') => out.push_str(&weekday.to_string()),
+            Some('j') => out.push_str(&format!("{year_day:03}")),
+            Some('H') => out.push_str(&time[0..2]),
+            Some('k') => out.push_str(&hour.to_string()),
+            Some('h') | Some('I') => out.push_str(&format!("{hour12:02}")),
+            Some('l') => out.push_str(&hour12.to_string()),
+            Some('p') => out.push_str(ampm),
             Some('i') => out.push_str(&time[3..5]),
             Some('s') | Some('S') => out.push_str(&time[6..8]),
             Some('f') => out.push_str(&time[9..15]),
             Some('T') => out.push_str(&time[0..8]),
+            Some('r') => out.push_str(&format!("{hour12:02}:{} {ampm}", &time[3..8])),
             Some(other) => out.push(other),
             None => out.push('%'),
         }
     }
     out
+}
+
+/// Doris' `date_format(datetime, format)`, with MySQL's specifiers (DataFusion's own
+/// `date_format` is strftime's).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DorisDateFormat {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for DorisDateFormat {
+    fn name(&self) -> &str {
+        "date_format"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _t: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> datafusion::error::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let ts = arrow::compute::cast(&arrays[0], &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None))?;
+        let ts = ts.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        let fmts = arrow::compute::cast(&arrays[1], &DataType::Utf8)?;
+        let fmts = fmts.as_string::<i32>();
+        let out: arrow::array::StringArray = (0..ts.len())
+            .map(|i| (!ts.is_null(i) && !fmts.is_null(i)).then(|| mysql_date_format(ts.value(i), fmts.value(i))))
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
 }
 
 impl ScalarUDFImpl for DorisFromUnixtime {
@@ -750,6 +831,7 @@ impl ScalarUDFImpl for DorisFromUnixtime {
 /// Registers the scalar functions Doris users expect that DataFusion lacks or spells differently.
 pub fn register_doris_functions(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::from(DorisIf { signature: Signature::any(3, Volatility::Immutable) }));
+    ctx.register_udf(ScalarUDF::from(DorisDateFormat { signature: Signature::any(2, Volatility::Immutable) }));
     register_from_unixtime(ctx, 0);
 }
 
@@ -1969,6 +2051,12 @@ mod tests {
         assert_eq!((e.code, e.message.as_str()), (1049, "Unknown database 'nodb'"));
         let r = rows(run(&ex, &mut s, "SELECT FROM_UNIXTIME(1700000000000 / 1000, '%Y-%m-%d %H:%i:%s'), if(k > 1, 'big', 'small'), if(k > 1, k, 0) FROM d").await);
         assert_eq!(r[0], vec![Some("2023-11-14 22:13:20".into()), Some("big".into()), Some("2".into())]);
+        // MySQL's date_format specifiers.
+        let r = rows(run(&ex, &mut s, "SELECT date_format('2024-03-05 14:07:09', '%Y-%m-%d %H:%i:%s %M %b %W %a %j %h %p %D %e %c'), date_format(CAST('2024-12-31' AS DATE), '%d/%m/%y')").await);
+        assert_eq!(
+            r[0],
+            vec![Some("2024-03-05 14:07:09 March Mar Tuesday Tue 065 02 PM 5th 5 3".into()), Some("31/12/24".into())]
+        );
         // Labels as Doris gives them.
         match run(&ex, &mut s, "SELECT 1, 'a', count(*), k + 1 AS next FROM d GROUP BY k").await {
             Outcome::Rows(r) => {
