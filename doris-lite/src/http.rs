@@ -128,6 +128,8 @@ macro_rules! require_auth {
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/api/{db}/{table}/_stream_load", put(stream_load))
+        // Doris' router takes the path with a trailing slash too.
+        .route("/api/{db}/{table}/_stream_load/", put(stream_load))
         .route("/api/{db}/_stream_load_2pc", put(stream_load_2pc_db))
         .route("/api/{db}/{table}/_stream_load_2pc", put(stream_load_2pc_table))
         .route("/api/{db}/get_load_state", get(get_load_state))

@@ -104,6 +104,29 @@ fn csv_load_reply_shape_and_reused_label() {
         &format!("http://{}/api/test/t/_stream_load", s.fe()),
     ]));
     assert_eq!(out, json!({"status": "FAILED", "msg": "There is no 100-continue header"}));
+
+    // A trailing slash, as some clients write the URL: the same load, through the FE's redirect
+    // (`--data-binary`: `-T` would append the file's name to a URL ending in `/`).
+    let f2 = s.file("more.csv", b"4,d\n");
+    let r = curl_json(&args(&[
+        "-sS",
+        "--location-trusted",
+        "-u",
+        "root:",
+        "-H",
+        "Expect: 100-continue",
+        "-H",
+        "label:slash",
+        "-H",
+        "column_separator:,",
+        "-X",
+        "PUT",
+        "--data-binary",
+        &format!("@{}", f2.display()),
+        &format!("http://{}/api/test/t/_stream_load/", s.fe()),
+    ]));
+    assert_eq!((r["Status"].as_str(), r["Label"].as_str()), (Some("Success"), Some("slash")), "{r}");
+    assert_eq!(s.sql("SELECT count(*) FROM test.t"), vec![vec!["4"]]);
 }
 
 #[test]
