@@ -1226,6 +1226,28 @@ impl Executor {
                 Ok(None)
             }
         };
+        if p.eat_kw("CATALOGS") {
+            // doris-lite has the internal catalog only, shown as Doris shows it.
+            let like = like_or_where(p)?;
+            let rows = [("0", "internal", "internal", "Yes", "UNRECORDED", None, "Doris internal catalog")]
+                .into_iter()
+                .filter(|r| like.as_deref().is_none_or(|l| like_match(l, r.1)))
+                .map(|(id, name, ty, current, created, updated, comment)| {
+                    vec![
+                        Some(id.to_string()),
+                        Some(name.to_string()),
+                        Some(ty.to_string()),
+                        Some(current.to_string()),
+                        Some(created.to_string()),
+                        updated,
+                        Some(comment.to_string()),
+                    ]
+                })
+                .collect();
+            p.expect_end()?;
+            let names = ["CatalogId", "CatalogName", "Type", "IsCurrent", "CreateTime", "LastUpdateTime", "Comment"];
+            return Ok(Outcome::Rows(ResultSet::strings(&names, rows)));
+        }
         if p.eat_kw("DATABASES") || p.eat_kw("SCHEMAS") {
             let like = like_or_where(p)?;
             let mut names = vec!["information_schema".to_string()];
@@ -2051,6 +2073,8 @@ mod tests {
         assert_eq!((e.code, e.message.as_str()), (1049, "Unknown database 'nodb'"));
         let r = rows(run(&ex, &mut s, "SELECT FROM_UNIXTIME(1700000000000 / 1000, '%Y-%m-%d %H:%i:%s'), if(k > 1, 'big', 'small'), if(k > 1, k, 0) FROM d").await);
         assert_eq!(r[0], vec![Some("2023-11-14 22:13:20".into()), Some("big".into()), Some("2".into())]);
+        let r = rows(run(&ex, &mut s, "SHOW CATALOGS").await);
+        assert_eq!(r[0][1].as_deref(), Some("internal"));
         // MySQL's date_format specifiers.
         let r = rows(run(&ex, &mut s, "SELECT date_format('2024-03-05 14:07:09', '%Y-%m-%d %H:%i:%s %M %b %W %a %j %h %p %D %e %c'), date_format(CAST('2024-12-31' AS DATE), '%d/%m/%y')").await);
         assert_eq!(
