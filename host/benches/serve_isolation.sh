@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two tenants on one `sluice serve`, one hostile: does the other keep its throughput?
 #
-# A doris-lite process and a `sluice serve` (release) with tenants `good` and `bad`
+# A `sluice serve` (release) with its embedded doris-lite and tenants `good` and `bad`
 # (plugin_threads 2, so one plugin thread each; `bad` restarts after 200 ms, at most 1 s apart,
 # up to 1000 times). `good` runs N rows of datagen → the student-trans plugin → the Doris sink
 # (2PC, checkpoint 1 s) into a DUPLICATE table, timed from its submit until the API says
@@ -12,10 +12,11 @@
 # alternating which goes first, each on a fresh server and table; the medians are compared.
 #
 #   host/benches/serve_isolation.sh [N] [RUNS]                 # default 1,000,000 rows, 3 runs
-#   SLUICE_BIN=… DORIS_LITE_BIN=… host/benches/serve_isolation.sh
+#   SLUICE_BIN=… host/benches/serve_isolation.sh
 #
 # Prints each run's rows/s, the medians and the ratio beside ÷ alone (target: ≥ 0.85), and how
 # often `bad` was refused and restarted. Needs: cargo, mysql (or mariadb) CLI, curl, python3, awk.
+# doris-lite runs inside the server's process, so its CPU counts in what the tenants share.
 set -euo pipefail
 
 N="${1:-1000000}"
@@ -23,13 +24,16 @@ RUNS="${2:-3}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 source "$HERE/common.sh"
-bench_binaries
+if [ -n "${SLUICE_BIN:-}" ]; then
+  SLUICE="$SLUICE_BIN"
+else
+  cargo build --release -q -p sluice --bin sluice --manifest-path "$REPO/Cargo.toml"
+  SLUICE="$CARGO_TARGET_DIR/release/sluice"
+fi
 PLUGINS="$REPO/plugins/target/wasm32-wasip2/release"
 if [ ! -f "$PLUGINS/student_trans.wasm" ] || [ ! -f "$PLUGINS/hostile.wasm" ]; then
   (cd "$REPO/plugins" && env -u CARGO_TARGET_DIR cargo build -q --release --target wasm32-wasip2)
 fi
-start_doris_lite
-sql "CREATE DATABASE IF NOT EXISTS good; CREATE DATABASE IF NOT EXISTS bad"
 hash() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 
 pipeline() { # name table rows rate transform
@@ -57,7 +61,9 @@ run_case() {
   local dir="$WORK/$1-$2" port
   mkdir -p "$dir/plugins"
   cp "$PLUGINS/student_trans.wasm" "$PLUGINS/hostile.wasm" "$dir/plugins/"
-  sql "DROP TABLE IF EXISTS good.students; CREATE TABLE good.students (id BIGINT, name VARCHAR(64), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4"
+  printf '%s\n' "CREATE DATABASE IF NOT EXISTS good;" "CREATE DATABASE IF NOT EXISTS bad;" \
+    "CREATE TABLE good.students (id BIGINT, name VARCHAR(64), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4;" \
+    >"$dir/init.sql"
   cat >"$dir/server.toml" <<EOF
 [server]
 listen = "127.0.0.1:0"
@@ -65,7 +71,8 @@ plugin_dir = "plugins"
 plugin_threads = 2
 [connections.dw]
 type = "doris"
-fenodes = ["$FE"]
+fenodes = "embedded"
+init_sql = "init.sql"
 [tenants.good]
 token_sha256 = "$(hash good-token)"
 connections = ["dw"]
@@ -85,6 +92,7 @@ EOF
   for _ in $(seq 1 200); do grep -q '^sluice serve: http://' "$dir/serve.log" && break; sleep 0.1; done
   local url
   url=$(sed -n 's|^sluice serve: \(http://[^/]*\)/.*|\1|p' "$dir/serve.log")
+  QPORT=$(sed -n 's/.*mysql -h 127.0.0.1 -P \([0-9]*\) -u root.*/\1/p' "$dir/serve.log" | head -1)
   local flood=""
   if [ "$1" = beside ]; then
     submit bad-token "$url" "$(pipeline looping bad.x 1000000000 1000 "$(plugin hostile.wasm 'config.mode = "loop"')")" >/dev/null
