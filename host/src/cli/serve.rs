@@ -25,8 +25,9 @@ pub fn serve(config: PathBuf) -> anyhow::Result<()> {
         }) {
             let data = cfg.path(&cfg.server.data_dir).join("doris-lite");
             let handle = embedded::EmbeddedDoris::start(data).await?;
-            if let Some(init) = &section.init_sql {
-                embedded::run_init_sql(&cfg.file, init, &handle.client()?).await?;
+            // Run once here; the tenants' pipelines see a Doris with its tables made.
+            if let Some(init) = section.init_sql.take() {
+                embedded::run_init_sql(&cfg.file, &init, &handle.client()?).await?;
             }
             section.fenodes = FeNodes::List(vec![handle.fe_http_addr().to_string()]);
             section.jdbc_url.get_or_insert_with(|| handle.jdbc_url());
