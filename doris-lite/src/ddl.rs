@@ -649,7 +649,7 @@ fn push_token(out: &mut String, t: &Token) {
 }
 
 /// Byte offset of a 1-based (line, column-in-chars) position.
-fn offset_of(sql: &str, line: u64, column: u64) -> usize {
+pub(crate) fn offset_of(sql: &str, line: u64, column: u64) -> usize {
     let mut cur_line = 1u64;
     let mut cur_col = 1u64;
     for (i, ch) in sql.char_indices() {

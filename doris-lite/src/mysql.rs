@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
-    IntermediaryOptions, OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags,
+    IntermediaryOptions, OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags, ValueInner,
 };
 use sha1::{Digest, Sha1};
 use tokio::io::AsyncWrite;
@@ -26,6 +26,15 @@ struct Connection {
     session: Session,
     authenticated_user: Mutex<Option<String>>,
     salt: [u8; 20],
+    /// Server-side prepared statements (COM_STMT_PREPARE) by id.
+    prepared: HashMap<u32, Prepared>,
+    next_statement: u32,
+}
+
+/// A prepared statement: its text and where its `?` placeholders are.
+struct Prepared {
+    sql: String,
+    holes: Vec<std::ops::Range<usize>>,
 }
 
 fn make_salt(seed: u32) -> [u8; 20] {
@@ -226,21 +235,53 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         ok
     }
 
-    async fn on_prepare<'a>(&'a mut self, _query: &'a str, info: StatementMetaWriter<'a, W>) -> io::Result<()> {
-        info.error(
-            ErrorKind::ER_UNSUPPORTED_PS,
-            b"errCode = 2, detailMessage = doris-lite does not support server-side prepared statements",
-        )
-        .await
+    async fn on_prepare<'a>(&'a mut self, query: &'a str, info: StatementMetaWriter<'a, W>) -> io::Result<()> {
+        self.sync_user();
+        let holes = match crate::sql::placeholders(query) {
+            Ok(h) => h,
+            Err(e) => return info.error(ErrorKind::from(e.code), e.doris_text().as_bytes()).await,
+        };
+        let id = self.next_statement;
+        self.next_statement = self.next_statement.wrapping_add(1).max(1);
+        let params: Vec<Column> = holes
+            .iter()
+            .map(|_| Column {
+                table: String::new(),
+                column: "?".into(),
+                coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
+                colflags: ColumnFlags::empty(),
+            })
+            .collect();
+        self.prepared.insert(id, Prepared { sql: query.to_string(), holes });
+        // The result's columns are sent with each execution's result set.
+        info.reply(id, &params, &[]).await
     }
 
     async fn on_execute<'a>(
         &'a mut self,
-        _id: u32,
-        _params: ParamParser<'a>,
+        id: u32,
+        params: ParamParser<'a>,
         results: QueryResultWriter<'a, W>,
     ) -> io::Result<()> {
-        results.error(ErrorKind::ER_UNSUPPORTED_PS, b"errCode = 2, detailMessage = unknown prepared statement").await
+        self.sync_user();
+        let Some(p) = self.prepared.get(&id) else {
+            let msg =
+                format!("errCode = 2, detailMessage = Unknown prepared statement handler ({id}) given to EXECUTE");
+            return results.error(ErrorKind::ER_UNKNOWN_STMT_HANDLER, msg.as_bytes()).await;
+        };
+        let literals: Vec<String> = params.into_iter().map(|v| param_literal(v.value.into_inner())).collect();
+        if literals.len() != p.holes.len() {
+            let msg = format!(
+                "errCode = 2, detailMessage = the statement has {} placeholders, {} values were sent",
+                p.holes.len(),
+                literals.len()
+            );
+            return results.error(ErrorKind::ER_WRONG_ARGUMENTS, msg.as_bytes()).await;
+        }
+        let sql = crate::sql::bind(&p.sql, &p.holes, &literals);
+        tracing::debug!(query = %sql, "mysql execute");
+        let outcome = self.exec.execute(&mut self.session, &sql).await;
+        write_outcomes(results, vec![outcome], true).await
     }
 
     async fn on_close<'a>(&'a mut self, _stmt: u32)
@@ -273,38 +314,179 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
     async fn on_query<'a>(&'a mut self, query: &'a str, results: QueryResultWriter<'a, W>) -> io::Result<()> {
         self.sync_user();
         tracing::debug!(query, "mysql query");
-        match self.exec.execute(&mut self.session, query).await {
-            Ok(Outcome::Rows(rs)) => {
-                let cols: Vec<Column> = rs
-                    .columns
-                    .iter()
-                    .map(|(n, k)| Column {
-                        table: String::new(),
-                        column: n.clone(),
-                        coltype: col_type(*k),
-                        colflags: ColumnFlags::empty(),
-                    })
-                    .collect();
-                let mut w = results.start(&cols).await?;
-                for row in &rs.rows {
-                    for cell in row {
-                        w.write_col(cell.as_deref())?;
+        // Several statements in one query (`a; b`) answer with one result each, as Doris does;
+        // the first error ends the query.
+        let mut outcomes = Vec::new();
+        for statement in crate::sql::split_statements(query) {
+            let outcome = self.exec.execute(&mut self.session, statement).await;
+            let failed = outcome.is_err();
+            outcomes.push(outcome);
+            if failed {
+                break;
+            }
+        }
+        write_outcomes(results, outcomes, false).await
+    }
+}
+
+/// Writes the outcomes of a query's statements, one result each; an error (the last outcome,
+/// if any) ends the answer.
+async fn write_outcomes<W: AsyncWrite + Send + Unpin>(
+    results: QueryResultWriter<'_, W>,
+    outcomes: Vec<Result<Outcome, SqlError>>,
+    binary: bool,
+) -> io::Result<()> {
+    let metas: Vec<(Vec<Column>, Vec<ColKind>)> = outcomes
+        .iter()
+        .map(|o| match o {
+            Ok(Outcome::Rows(rs)) => result_columns(rs, binary),
+            _ => (Vec::new(), Vec::new()),
+        })
+        .collect();
+    let n = outcomes.len();
+    let mut results = results;
+    for (i, (outcome, (cols, kinds))) in outcomes.into_iter().zip(&metas).enumerate() {
+        match write_outcome(results, outcome, cols, kinds, binary, i + 1 < n).await? {
+            Some(next) => results = next,
+            None => return Ok(()),
+        }
+    }
+    results.no_more_results().await
+}
+
+/// The columns of a result set, and the kind each value is sent as. The binary protocol
+/// (prepared statements) sends each value in its column's type; a column whose texts do not
+/// all parse as that type goes as a string.
+fn result_columns(rs: &crate::sql::ResultSet, binary: bool) -> (Vec<Column>, Vec<ColKind>) {
+    let kinds: Vec<ColKind> = rs
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, (_, k))| {
+            let fits = !binary || rs.rows.iter().all(|r| r[i].as_deref().is_none_or(|t| typed(*k, t).is_some()));
+            if fits { *k } else { ColKind::Str }
+        })
+        .collect();
+    let cols = rs
+        .columns
+        .iter()
+        .zip(&kinds)
+        .map(|((n, _), k)| Column {
+            table: String::new(),
+            column: n.clone(),
+            coltype: col_type(*k),
+            colflags: ColumnFlags::empty(),
+        })
+        .collect();
+    (cols, kinds)
+}
+
+/// Writes one statement's outcome, leaving the writer for the next result (`more`: another
+/// follows). An error is written in full: nothing may follow it (`None`).
+async fn write_outcome<'b, W: AsyncWrite + Send + Unpin>(
+    results: QueryResultWriter<'b, W>,
+    outcome: Result<Outcome, SqlError>,
+    cols: &'b [Column],
+    kinds: &[ColKind],
+    binary: bool,
+    more: bool,
+) -> io::Result<Option<QueryResultWriter<'b, W>>> {
+    match outcome {
+        Ok(Outcome::Rows(rs)) => {
+            let mut w = results.start(cols).await?;
+            for row in &rs.rows {
+                for (cell, k) in row.iter().zip(kinds) {
+                    match (binary, cell.as_deref()) {
+                        (true, Some(t)) => match typed(*k, t) {
+                            Some(Typed::I8(v)) => w.write_col(v)?,
+                            Some(Typed::I16(v)) => w.write_col(v)?,
+                            Some(Typed::I32(v)) => w.write_col(v)?,
+                            Some(Typed::I64(v)) => w.write_col(v)?,
+                            Some(Typed::F32(v)) => w.write_col(v)?,
+                            Some(Typed::F64(v)) => w.write_col(v)?,
+                            Some(Typed::Date(v)) => w.write_col(v)?,
+                            Some(Typed::DateTime(v)) => w.write_col(v)?,
+                            Some(Typed::Text) | None => w.write_col(t)?,
+                        },
+                        (_, cell) => w.write_col(cell)?,
                     }
-                    w.end_row().await?;
                 }
-                w.finish().await
+                w.end_row().await?;
             }
-            Ok(Outcome::Done { affected, info }) => {
-                results
-                    .completed(OkResponse {
-                        affected_rows: affected,
-                        info,
-                        status_flags: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-                        ..Default::default()
-                    })
-                    .await
+            w.finish_one().await.map(Some)
+        }
+        Ok(Outcome::Done { affected, info }) => {
+            let mut status_flags = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+            if more {
+                status_flags |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
             }
-            Err(e) => write_error(results, &e).await,
+            let ok = OkResponse { affected_rows: affected, info, status_flags, ..Default::default() };
+            results.complete_one(ok).await.map(Some)
+        }
+        Err(e) => {
+            write_error(results, &e).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// A cell's text as the binary protocol's value for its column kind.
+enum Typed {
+    I8(i8),
+    I16(i16),
+    I32(i32),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+    Date(chrono::NaiveDate),
+    DateTime(chrono::NaiveDateTime),
+    Text,
+}
+
+fn typed(kind: ColKind, t: &str) -> Option<Typed> {
+    Some(match kind {
+        ColKind::Tiny => Typed::I8(t.parse().ok()?),
+        ColKind::Small => Typed::I16(t.parse().ok()?),
+        ColKind::Int => Typed::I32(t.parse().ok()?),
+        ColKind::BigInt => Typed::I64(t.parse().ok()?),
+        ColKind::Float => Typed::F32(t.parse().ok()?),
+        ColKind::Double => Typed::F64(t.parse().ok()?),
+        ColKind::Date => Typed::Date(chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()?),
+        ColKind::DateTime => Typed::DateTime(chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f").ok()?),
+        ColKind::Decimal | ColKind::Str => Typed::Text,
+    })
+}
+
+/// A parameter of COM_STMT_EXECUTE as the SQL literal bound in its placeholder's place.
+fn param_literal(v: ValueInner<'_>) -> String {
+    fn le(b: &[u8], at: usize, n: usize) -> u64 {
+        b.get(at..at + n).map_or(0, |s| s.iter().rev().fold(0, |acc, x| acc << 8 | u64::from(*x)))
+    }
+    match v {
+        ValueInner::NULL => "NULL".into(),
+        ValueInner::Int(i) => i.to_string(),
+        ValueInner::UInt(u) => u.to_string(),
+        ValueInner::Double(f) if f.is_finite() => format!("{f:?}"),
+        ValueInner::Double(f) => crate::sql::quote_literal(&f.to_string()),
+        ValueInner::Bytes(b) => crate::sql::quote_literal(&String::from_utf8_lossy(b)),
+        ValueInner::Date(b) | ValueInner::Datetime(b) => {
+            let mut t = format!("{:04}-{:02}-{:02}", le(b, 0, 2), le(b, 2, 1), le(b, 3, 1));
+            if b.len() >= 7 {
+                t += &format!(" {:02}:{:02}:{:02}", le(b, 4, 1), le(b, 5, 1), le(b, 6, 1));
+            }
+            if b.len() >= 11 {
+                t += &format!(".{:06}", le(b, 7, 4));
+            }
+            crate::sql::quote_literal(&t)
+        }
+        ValueInner::Time(b) => {
+            let sign = if le(b, 0, 1) == 1 { "-" } else { "" };
+            let hours = le(b, 1, 4) * 24 + le(b, 5, 1);
+            let mut t = format!("{sign}{hours:02}:{:02}:{:02}", le(b, 6, 1), le(b, 7, 1));
+            if b.len() >= 12 {
+                t += &format!(".{:06}", le(b, 8, 4));
+            }
+            crate::sql::quote_literal(&t)
         }
     }
 }
@@ -330,6 +512,8 @@ pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<Str
             session: Session::new("root", id),
             authenticated_user: Mutex::new(None),
             salt: make_salt(id),
+            prepared: HashMap::new(),
+            next_statement: 1,
         };
         async move {
             let (r, w) = stream.into_split();

@@ -999,6 +999,7 @@ impl Executor {
             }
             "INSERT" => self.insert(s, &mut p).await,
             "DELETE" => self.delete(s, &mut p).await,
+            "UPDATE" => self.update(s, stripped).await,
             "BEGIN" | "COMMIT" | "ROLLBACK" | "START" => Ok(done()),
             "KILL" => Ok(done()),
             _ => Err(SqlError {
@@ -1777,14 +1778,7 @@ impl Executor {
             Some(p.ident()?)
         } else {
             match p.peek() {
-                Token::Word(w)
-                    if w.quote_style.is_some()
-                        || !["PARTITION", "PARTITIONS", "USING", "WHERE"]
-                            .iter()
-                            .any(|k| w.value.eq_ignore_ascii_case(k)) =>
-                {
-                    Some(p.ident()?)
-                }
+                Token::Word(w) if w.quote_style.is_some() || !reserved_word(&w.value) => Some(p.ident()?),
                 _ => None,
             }
         };
@@ -1814,25 +1808,10 @@ impl Executor {
         // writes them).
         let qualifier = alias.unwrap_or_else(|| name.name.clone()).replace('`', "``");
         for _attempt in 0..5 {
-            let (batch, version, keys_type, hidden) = {
-                let mut st = self.engine.lock();
-                let t = st.table_mut(&db, &name.name)?;
-                let keys_type = t.schema.keys_type;
-                let hidden = keys_type == KeysType::Unique && t.schema.has_sequence();
-                let b = lower_case_fields(t.snapshot(hidden, true).map_err(SqlError::other)?)
-                    .map_err(|e| SqlError::other(e.to_string()))?;
-                (b, t.data_version, keys_type, hidden)
-            };
-            let config =
-                SessionConfig::new().with_target_partitions(1).set_str("datafusion.sql_parser.dialect", "MySQL");
-            let ctx = SessionContext::new_with_config(config);
-            register_doris_functions(&ctx);
-            register_session_functions(&ctx, s);
-            let table =
-                MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| SqlError::other(e.to_string()))?;
-            ctx.register_table("__target", Arc::new(table)).map_err(|e| SqlError::other(e.to_string()))?;
-            let q = format!("SELECT * FROM __target AS `{qualifier}` WHERE {cond}");
-            let rs = self.run_df(&ctx, s, &q).await?;
+            let target = self.dml_target(s, &db, &name.name)?;
+            let (version, keys_type, hidden) = (target.version, target.keys_type, target.hidden);
+            let q = format!("SELECT * FROM {TARGET} AS `{qualifier}` WHERE {cond}");
+            let rs = self.run_df(&target.ctx, s, &q).await?;
             let rowid_col = rs.columns.iter().position(|(n, _)| n == ROWID_COL).unwrap_or(0);
             let affected = rs.rows.len() as u64;
             let write = match keys_type {
@@ -1869,24 +1848,308 @@ impl Executor {
                     TableWrite::Rows { ops, partial: None }
                 }
             };
-            let label = format!("delete_{}", hex_id());
-            let begun = self.engine.begin(&db, &name.name, &label)?;
-            {
-                let st = self.engine.lock();
-                if st.table(&db, &name.name)?.data_version != version {
-                    drop(st);
-                    self.engine.abort(begun.txn_id, "concurrent write, retrying");
-                    continue;
-                }
+            match self.commit_unless_changed(&db, &name.name, "delete", version, affected, write)? {
+                Some(done) => return Ok(done),
+                None => continue,
             }
-            self.engine.commit(begun.txn_id, write)?;
-            return Ok(Outcome::Done {
-                affected,
-                info: format!("{{'label':'{label}', 'status':'VISIBLE', 'txnId':'{}'}}", begun.txn_id),
-            });
         }
         Err(SqlError::other("DELETE conflicted with concurrent loads, please retry"))
     }
+
+    /// A snapshot of the table a DELETE or UPDATE changes (with its row ids, and the hidden
+    /// columns when it has a sequence), registered as [`TARGET`] in a context that also sees
+    /// every table of the catalog (for `UPDATE … FROM`).
+    fn dml_target(&self, s: &Session, db: &str, table: &str) -> Result<DmlTarget, SqlError> {
+        let (batch, version, keys_type, hidden) = {
+            let mut st = self.engine.lock();
+            let t = st.table_mut(db, table)?;
+            let keys_type = t.schema.keys_type;
+            let hidden = keys_type == KeysType::Unique && t.schema.has_sequence();
+            let b = lower_case_fields(t.snapshot(hidden, true).map_err(SqlError::other)?)
+                .map_err(|e| SqlError::other(e.to_string()))?;
+            (b, t.data_version, keys_type, hidden)
+        };
+        let ctx = self.context(s);
+        let schema = Arc::new(MemorySchemaProvider::new());
+        let table = mem_table(vec![batch]).map_err(|e| SqlError::other(e.to_string()))?;
+        schema.register_table("__target".into(), table).map_err(|e| SqlError::other(e.to_string()))?;
+        let catalog = MemoryCatalogProvider::new();
+        catalog.register_schema("dml", schema).map_err(|e| SqlError::other(e.to_string()))?;
+        ctx.register_catalog("__dl_dml", Arc::new(catalog));
+        Ok(DmlTarget { ctx, version, keys_type, hidden })
+    }
+
+    /// Commits `write` in a transaction labelled `<kind>_…`, unless the table changed since the
+    /// snapshot the write was computed from (then `None`: compute it again).
+    fn commit_unless_changed(
+        &self,
+        db: &str,
+        table: &str,
+        kind: &str,
+        version: u64,
+        affected: u64,
+        write: TableWrite,
+    ) -> Result<Option<Outcome>, SqlError> {
+        let label = format!("{kind}_{}", hex_id());
+        let begun = self.engine.begin(db, table, &label)?;
+        {
+            let st = self.engine.lock();
+            if st.table(db, table)?.data_version != version {
+                drop(st);
+                self.engine.abort(begun.txn_id, "concurrent write, retrying");
+                return Ok(None);
+            }
+        }
+        self.engine.commit(begun.txn_id, write)?;
+        Ok(Some(Outcome::Done {
+            affected,
+            info: format!("{{'label':'{label}', 'status':'VISIBLE', 'txnId':'{}'}}", begun.txn_id),
+        }))
+    }
+
+    /// `UPDATE t [alias] SET col = expr, … [FROM t2 [JOIN …]] [WHERE …]` on a UNIQUE table, as
+    /// Doris runs it: an insert of every matching row with the assigned columns replaced, so the
+    /// changelog records update-before/after. Anything else Doris' grammar does not have is an
+    /// error.
+    async fn update(&self, s: &mut Session, sql: &str) -> Result<Outcome, SqlError> {
+        use datafusion::sql::sqlparser::ast::{
+            AssignmentTarget, ObjectNamePart, Statement, TableFactor, UpdateTableFromKind,
+        };
+        let dialect = datafusion::sql::sqlparser::dialect::MySqlDialect {};
+        let syntax =
+            |detail: String| SqlError { code: 1064, message: format!("Syntax error in line 1:\n{sql}\n{detail}") };
+        let mut statements =
+            datafusion::sql::sqlparser::parser::Parser::parse_sql(&dialect, sql).map_err(|e| syntax(e.to_string()))?;
+        let (Some(Statement::Update(u)), None) = (statements.pop(), statements.pop()) else {
+            return Err(syntax("Expected: one UPDATE statement".into()));
+        };
+        if !u.table.joins.is_empty()
+            || u.returning.is_some()
+            || u.output.is_some()
+            || u.or.is_some()
+            || !u.order_by.is_empty()
+            || u.limit.is_some()
+            || !u.optimizer_hints.is_empty()
+            || matches!(u.from, Some(UpdateTableFromKind::BeforeSet(_)))
+        {
+            return Err(syntax(
+                "Expected: UPDATE table [alias] SET column = expression, … [FROM relations] [WHERE condition]".into(),
+            ));
+        }
+        let TableFactor::Table { name: tname, alias, args: None, partitions, .. } = &u.table.relation else {
+            return Err(syntax("Expected: a table name after UPDATE".into()));
+        };
+        let parts: Vec<String> = tname
+            .0
+            .iter()
+            .map(|p| match p {
+                ObjectNamePart::Identifier(i) => Ok(i.value.clone()),
+                other => Err(syntax(format!("Encountered: {other}"))),
+            })
+            .collect::<Result<_, _>>()?;
+        let (db, table) = match parts.as_slice() {
+            [t] => (s.db.clone().ok_or(EngineError::NoDatabase)?, t.clone()),
+            [d, t] => (d.clone(), t.clone()),
+            [_, d, t] => (d.clone(), t.clone()),
+            _ => return Err(syntax(format!("Encountered: {tname}"))),
+        };
+        if !partitions.is_empty() {
+            return Err(syntax("Encountered: PARTITION".into()));
+        }
+        let alias = alias.as_ref().map(|a| a.name.value.clone());
+        let schema = self.engine.lock().table(&db, &table)?.schema.clone();
+        if schema.keys_type != KeysType::Unique {
+            return Err(SqlError::other("Only unique table could be updated."));
+        }
+        // Each assignment names a column of the target, qualified (if at all) by its alias, or
+        // by its name when it has none.
+        let qualifier = alias.clone().unwrap_or_else(|| table.clone());
+        let mut assigned: Vec<Option<String>> = vec![None; schema.columns.len()];
+        let mut unknown = Vec::new();
+        for a in &u.assignments {
+            let AssignmentTarget::ColumnName(col) = &a.target else {
+                return Err(syntax(format!("Encountered: {}", a.target)));
+            };
+            let names: Vec<String> = col.0.iter().map(|p| p.to_string().trim_matches('`').to_string()).collect();
+            let invalid = || SqlError::other(format!("column in assignment list is invalid, {}", names.join(".")));
+            match names.as_slice() {
+                [_] => {}
+                [t, _] if t.eq_ignore_ascii_case(&qualifier) => {}
+                [d, t, _] if alias.is_none() && d.eq_ignore_ascii_case(&db) && t.eq_ignore_ascii_case(&table) => {}
+                _ => return Err(invalid()),
+            }
+            let column = names.last().cloned().unwrap_or_default();
+            match schema.column_index(&column) {
+                Some(i) if i < schema.key_count => {
+                    return Err(SqlError::other("Only value columns of unique table could be updated"));
+                }
+                Some(i) => assigned[i] = Some(a.value.to_string()),
+                None => unknown.push(column),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(SqlError::other(format!("unknown column in assignment list: {}", unknown.join(", "))));
+        }
+        let q = qualifier.replace('`', "``");
+        let mut items: Vec<String> = schema
+            .columns
+            .iter()
+            .zip(&assigned)
+            .map(|(c, a)| match a {
+                Some(expr) => format!("({expr})"),
+                None => format!("`{q}`.`{}`", c.name.replace('`', "``")),
+            })
+            .collect();
+        let hidden_seq = schema.sequence_type().is_some();
+        if hidden_seq {
+            items.push(format!("`{q}`.`{}`", SEQUENCE_COL.to_ascii_lowercase()));
+        }
+        let from = match &u.from {
+            Some(UpdateTableFromKind::AfterSet(from)) => {
+                format!(", {}", from.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", "))
+            }
+            _ => String::new(),
+        };
+        let filter = u.selection.as_ref().map(|w| format!(" WHERE {w}")).unwrap_or_default();
+        let query = format!("SELECT {} FROM {TARGET} AS `{q}`{from}{filter}", items.join(", "));
+        let seq_ty = schema.sequence_type();
+        for _attempt in 0..5 {
+            let target = self.dml_target(s, &db, &table)?;
+            let rs = self.run_df(&target.ctx, s, &query).await?;
+            let mut ops = Vec::with_capacity(rs.rows.len());
+            for row in &rs.rows {
+                let mut values = Vec::with_capacity(schema.columns.len());
+                for (i, c) in schema.columns.iter().enumerate() {
+                    values.push(match &row[i] {
+                        None if c.nullable => Value::Null,
+                        None => {
+                            return Err(SqlError::other(format!(
+                                "Insert has filtered data in strict mode. column `{}` is not nullable",
+                                c.name
+                            )));
+                        }
+                        Some(text) => {
+                            c.ty.parse_text(text)
+                                .map_err(|e| SqlError::other(format!("Insert has filtered data in strict mode. {e}")))?
+                        }
+                    });
+                }
+                let seq = match (&seq_ty, hidden_seq) {
+                    (Some(ty), true) => {
+                        row[schema.columns.len()].as_deref().and_then(|v| ty.parse_text(v).ok()).unwrap_or(Value::Null)
+                    }
+                    _ => Value::Null,
+                };
+                ops.push(RowOp { values, delete: false, seq });
+            }
+            let affected = ops.len() as u64;
+            let write = TableWrite::Rows { ops, partial: None };
+            if let Some(done) = self.commit_unless_changed(&db, &table, "update", target.version, affected, write)? {
+                return Ok(done);
+            }
+        }
+        Err(SqlError::other("UPDATE conflicted with concurrent loads, please retry"))
+    }
+}
+
+/// The tokens of a statement with their byte ranges in it (MySQL's lexical rules: quotes,
+/// backslash escapes, comments).
+fn token_ranges(sql: &str) -> Result<Vec<(Token, std::ops::Range<usize>)>, SqlError> {
+    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+    let dialect = datafusion::sql::sqlparser::dialect::MySqlDialect {};
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| SqlError { code: 1064, message: format!("Syntax error: {e}") })?;
+    Ok(tokens
+        .into_iter()
+        .map(|t| {
+            let start = crate::ddl::offset_of(sql, t.span.start.line, t.span.start.column);
+            let end = crate::ddl::offset_of(sql, t.span.end.line, t.span.end.column);
+            (t.token, start..end.max(start))
+        })
+        .collect())
+}
+
+/// The statements of one query text (`a; b`), split at the semicolons outside quotes and
+/// comments; empty statements are dropped. A text that does not tokenize is one statement (its
+/// error comes from running it).
+pub fn split_statements(sql: &str) -> Vec<&str> {
+    let Ok(tokens) = token_ranges(sql) else { return vec![sql] };
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (t, r) in &tokens {
+        if *t == Token::SemiColon {
+            out.push(&sql[start..r.start]);
+            start = r.end;
+        }
+    }
+    out.push(&sql[start..]);
+    let kept: Vec<&str> = out.into_iter().filter(|s| !strip_leading_comments(s.trim()).trim().is_empty()).collect();
+    if kept.is_empty() { vec![sql] } else { kept }
+}
+
+/// The byte ranges of the `?` placeholders of a prepared statement.
+pub fn placeholders(sql: &str) -> Result<Vec<std::ops::Range<usize>>, SqlError> {
+    Ok(token_ranges(sql)?
+        .into_iter()
+        .filter(|(t, _)| matches!(t, Token::Placeholder(p) if p == "?"))
+        .map(|(_, r)| r)
+        .collect())
+}
+
+/// `sql` with each placeholder replaced by its SQL literal, in order.
+pub fn bind(sql: &str, holes: &[std::ops::Range<usize>], literals: &[String]) -> String {
+    let mut out = String::with_capacity(sql.len() + literals.iter().map(String::len).sum::<usize>());
+    let mut at = 0;
+    for (r, lit) in holes.iter().zip(literals) {
+        out.push_str(&sql[at..r.start]);
+        out.push_str(lit);
+        at = r.end;
+    }
+    out.push_str(&sql[at..]);
+    out
+}
+
+/// A string as a MySQL string literal.
+pub fn quote_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            '\0' => out.push_str("\\0"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A word that cannot be an unquoted table alias: the keywords sqlparser reserves after a table
+/// name, and those of conditions and statements.
+fn reserved_word(word: &str) -> bool {
+    use datafusion::sql::sqlparser::keywords::{ALL_KEYWORDS, ALL_KEYWORDS_INDEX, RESERVED_FOR_TABLE_ALIAS};
+    const MORE: &[&str] = &[
+        "FROM", "AND", "OR", "NOT", "IN", "IS", "NULL", "LIKE", "BETWEEN", "PARTITIONS", "TABLE", "INTO", "VALUES",
+        "DELETE", "UPDATE", "INSERT", "AS", "BY",
+    ];
+    let upper = word.to_ascii_uppercase();
+    MORE.contains(&upper.as_str())
+        || ALL_KEYWORDS
+            .binary_search(&upper.as_str())
+            .is_ok_and(|i| RESERVED_FOR_TABLE_ALIAS.contains(&ALL_KEYWORDS_INDEX[i]))
+}
+
+/// Where a DELETE or UPDATE reads the rows it changes.
+const TARGET: &str = "__dl_dml.dml.__target";
+
+/// See [`Executor::dml_target`].
+struct DmlTarget {
+    ctx: SessionContext,
+    version: u64,
+    keys_type: KeysType,
+    hidden: bool,
 }
 
 /// The labels Doris gives the items of a plain `SELECT` (as MySQL does): an expression's text as
@@ -2011,13 +2274,7 @@ mod tests {
 
     #[tokio::test]
     async fn insert_select_delete() {
-        let ex = Executor {
-            engine: Arc::new(Engine::new(EngineConfig::default(), None).unwrap()),
-            info: Arc::new(ServerInfo::default()),
-        };
-        let mut s = Session::new("root", 1);
-        run(&ex, &mut s, "CREATE DATABASE test").await;
-        run(&ex, &mut s, "USE test").await;
+        let (ex, mut s) = test_db().await;
         run(
             &ex,
             &mut s,
@@ -2054,6 +2311,8 @@ mod tests {
         run(&ex, &mut s, "DELETE FROM d WHERE d.k = 1").await;
         for bad in [
             "DELETE FROM d x y WHERE k = 1",
+            "DELETE FROM d FROM WHERE k = 1",
+            "DELETE FROM d LIMIT WHERE k = 1",
             "DELETE FROM d x WHERE",
             "DELETE FROM d WHERE",
             "DELETE FROM d LIMIT 1",
@@ -2095,6 +2354,246 @@ mod tests {
         assert_eq!(r[1], vec![Some("v".into()), Some("varchar".into()), Some("20".into()), None]);
     }
 
+    fn executor() -> Executor {
+        Executor {
+            engine: Arc::new(Engine::new(EngineConfig::default(), None).unwrap()),
+            info: Arc::new(ServerInfo::default()),
+        }
+    }
+
+    async fn all_rows(ex: &Executor, s: &mut Session, t: &str) -> Vec<Vec<Option<String>>> {
+        rows(run(ex, s, &format!("SELECT * FROM {t} ORDER BY 1")).await)
+    }
+
+    fn some(v: &[&str]) -> Vec<Option<String>> {
+        v.iter().map(|x| if *x == "NULL" { None } else { Some(x.to_string()) }).collect()
+    }
+
+    #[test]
+    fn statements_split_at_semicolons_outside_quotes_and_comments() {
+        assert_eq!(
+            split_statements("SELECT 1; SELECT 'a;b' ;\n-- c;\nSELECT `x;`"),
+            vec!["SELECT 1", " SELECT 'a;b' ", "\n-- c;\nSELECT `x;`"]
+        );
+        assert_eq!(split_statements("SELECT 1;"), vec!["SELECT 1"]);
+        assert_eq!(split_statements("SELECT 'open"), vec!["SELECT 'open"]);
+        let sql = "SELECT ? , '?', `?` FROM t WHERE a = ? -- ?\n";
+        let holes = placeholders(sql).unwrap();
+        assert_eq!(holes.len(), 2);
+        let bound = bind(sql, &holes, &["1".into(), quote_literal("it's \\ ok")]);
+        assert_eq!(bound, "SELECT 1 , '?', `?` FROM t WHERE a = 'it''s \\\\ ok' -- ?\n");
+    }
+
+    #[tokio::test]
+    async fn update_changes_only_the_matching_rows_of_a_unique_table() {
+        let (ex, mut s) = test_db().await;
+        run(&ex, &mut s, "CREATE TABLE u (k INT, v VARCHAR(20), n INT) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3")
+            .await;
+        run(&ex, &mut s, "INSERT INTO u VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)").await;
+        let o = run(&ex, &mut s, "UPDATE u SET n = n + 1, v = concat(v, '!') WHERE k = 2").await;
+        assert!(matches!(o, Outcome::Done { affected: 1, ref info } if info.contains("'label':'update_")), "{o:?}");
+        let want = |r: &[[&str; 3]]| r.iter().map(|x| some(x)).collect::<Vec<_>>();
+        assert_eq!(all_rows(&ex, &mut s, "u").await, want(&[["1", "a", "10"], ["2", "b!", "21"], ["3", "c", "30"]]));
+        // By alias, qualified as SQLAlchemy writes it, and by database.table.column.
+        run(&ex, &mut s, "UPDATE u AS x SET x.n = 0 WHERE x.k = 3").await;
+        run(&ex, &mut s, "UPDATE test.u SET test.u.v = NULL WHERE u.k = 1").await;
+        assert_eq!(all_rows(&ex, &mut s, "u").await, want(&[["1", "NULL", "10"], ["2", "b!", "21"], ["3", "c", "0"]]));
+        // A condition nothing matches changes nothing.
+        let o = run(&ex, &mut s, "UPDATE u SET n = 99 WHERE k = 999").await;
+        assert!(matches!(o, Outcome::Done { affected: 0, .. }), "{o:?}");
+        // FROM another table, joined as Doris does (`insert into u select … from u, src …`).
+        run(
+            &ex,
+            &mut s,
+            "CREATE TABLE src (id INT, name VARCHAR(20)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
+        )
+        .await;
+        run(&ex, &mut s, "INSERT INTO src VALUES (1, 'one'), (3, 'three'), (7, 'seven')").await;
+        let o = run(&ex, &mut s, "UPDATE u SET v = s2.name FROM src s2 WHERE u.k = s2.id").await;
+        assert!(matches!(o, Outcome::Done { affected: 2, .. }), "{o:?}");
+        assert_eq!(
+            all_rows(&ex, &mut s, "u").await,
+            want(&[["1", "one", "10"], ["2", "b!", "21"], ["3", "three", "0"]]),
+            "row 7 of src has no row in u: nothing is added"
+        );
+        // Without WHERE: every row, as written.
+        run(&ex, &mut s, "UPDATE u SET n = 5").await;
+        assert_eq!(rows(run(&ex, &mut s, "SELECT count(*) FROM u WHERE n = 5").await), vec![some(&["3"])]);
+    }
+
+    #[tokio::test]
+    async fn update_refuses_what_doris_refuses() {
+        let (ex, mut s) = test_db().await;
+        run(
+            &ex,
+            &mut s,
+            "CREATE TABLE u (k INT, v VARCHAR(20) NOT NULL) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1",
+        )
+        .await;
+        run(&ex, &mut s, "CREATE TABLE d (k INT, v VARCHAR(20)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1")
+            .await;
+        run(&ex, &mut s, "INSERT INTO u VALUES (1, 'a'), (2, 'b')").await;
+        run(&ex, &mut s, "INSERT INTO d VALUES (1, 'a')").await;
+        for (sql, code, text) in [
+            ("UPDATE d SET v = 'x' WHERE k = 1", 1105, "Only unique table could be updated."),
+            ("UPDATE u SET k = 5 WHERE k = 1", 1105, "Only value columns of unique table could be updated"),
+            ("UPDATE u SET zz = 1, v = 'x'", 1105, "unknown column in assignment list: zz"),
+            ("UPDATE u SET other.v = 'x'", 1105, "column in assignment list is invalid, other.v"),
+            ("UPDATE u x SET u.v = 'x'", 1105, "column in assignment list is invalid, u.v"),
+            ("UPDATE u SET v = NULL WHERE k = 1", 1105, "column `v` is not nullable"),
+            ("UPDATE u SET v = 'x' WHERE k = 1 LIMIT 1", 1064, "Syntax error"),
+            ("UPDATE u SET v = 'x' ORDER BY k", 1064, "Syntax error"),
+            ("UPDATE u JOIN d ON u.k = d.k SET u.v = 'x'", 1064, "Syntax error"),
+            ("UPDATE u SET v = 'x' WHERE", 1064, "Syntax error"),
+            ("UPDATE u v = 'x'", 1064, "Syntax error"),
+            ("UPDATE u SET v = 'x'; DELETE FROM u", 1064, "Syntax error"),
+            ("UPDATE nope SET v = 'x'", 1146, "nope"),
+        ] {
+            match ex.execute(&mut s, sql).await {
+                Err(e) => {
+                    assert_eq!(e.code, code, "{sql}: {e:?}");
+                    assert!(e.message.contains(text), "{sql}: {e:?}");
+                }
+                Ok(o) => panic!("{sql} was accepted: {o:?}"),
+            }
+        }
+        let want: Vec<Vec<Option<String>>> = vec![some(&["1", "a"]), some(&["2", "b"])];
+        assert_eq!(all_rows(&ex, &mut s, "u").await, want, "no refused UPDATE changed a row");
+    }
+
+    /// 200 UPDATE statements on a UNIQUE and a DUPLICATE table, well-formed and mangled: each is
+    /// refused and changes nothing, or changes exactly the rows its WHERE selects (each sets a
+    /// marker no row had), never adds or removes a row; the DUPLICATE table refuses every one.
+    #[tokio::test]
+    async fn no_update_changes_rows_its_condition_does_not_match() {
+        let (ex, mut s, _) = fuzz_tables().await;
+        let mut next = seeded(0x0bda_7e26);
+        let forms = [
+            "UPDATE {t} SET v = '{m}' WHERE k = {n}",
+            "UPDATE {t} x SET x.v = '{m}' WHERE x.k = {n}",
+            "UPDATE {t} AS x SET v = '{m}' WHERE x.k >= {n}",
+            "UPDATE test.{t} SET {t}.v = '{m}' WHERE {t}.k = {n}",
+            "UPDATE `{t}` `y` SET `y`.`v` = '{m}' WHERE `y`.`k` IN ({n}, {n})",
+            "UPDATE {t} SET v = '{m}' WHERE k < {n} AND k > 3",
+        ];
+        let dump = |rows: Vec<Vec<Option<String>>>| -> Vec<(String, String)> {
+            rows.into_iter().map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap_or_default())).collect()
+        };
+        let mut accepted = 0;
+        for i in 0..200 {
+            let t = if i % 5 == 0 { "d" } else { "u" };
+            let n = 1 + next(20);
+            let marker = format!("m{i}");
+            let mut words: Vec<String> = forms[next(forms.len())]
+                .replace("{t}", t)
+                .replace("{n}", &n.to_string())
+                .replace("{m}", &marker)
+                .split(' ')
+                .map(str::to_string)
+                .collect();
+            let mangled = i % 4 != 0;
+            if mangled {
+                let at = 2 + next(words.len() - 1);
+                words.insert(at, JUNK[next(JUNK.len())].to_string());
+            }
+            let stmt = words.join(" ");
+            // The same statement as a SELECT of the keys it matches: the SET clause dropped.
+            let set = words.iter().position(|w| w == "SET").unwrap();
+            let end = words[set + 1..]
+                .iter()
+                .position(|w| w.eq_ignore_ascii_case("WHERE") || w.eq_ignore_ascii_case("FROM"))
+                .map_or(words.len(), |p| set + 1 + p);
+            let twin = format!("SELECT k FROM {} {}", words[1..set].join(" "), words[end..].join(" "));
+            let before = dump(all_rows(&ex, &mut s, t).await);
+            let matched = ex.execute(&mut s, &twin).await;
+            let result = ex.execute(&mut s, &stmt).await;
+            let after = dump(all_rows(&ex, &mut s, t).await);
+            assert_eq!(after.len(), 20, "`{stmt}` added or removed rows");
+            if !mangled && t == "u" {
+                assert!(result.is_ok(), "`{stmt}` is well-formed but failed: {result:?}");
+            }
+            match result {
+                Err(_) => assert_eq!(after, before, "`{stmt}` failed but changed rows"),
+                Ok(_) => {
+                    assert_eq!(t, "u", "`{stmt}` updated a DUPLICATE table");
+                    accepted += 1;
+                    let Ok(Outcome::Rows(m)) = matched else {
+                        panic!("`{stmt}` updated, but `{twin}` does not select")
+                    };
+                    let mut want: Vec<String> = m.rows.into_iter().map(|r| r[0].clone().unwrap()).collect();
+                    want.sort_by_key(|k| k.parse::<i64>().unwrap());
+                    want.dedup();
+                    let changed: Vec<String> =
+                        before.iter().zip(&after).filter(|(b, a)| b != a).map(|(b, _)| b.0.clone()).collect();
+                    assert_eq!(changed, want, "`{stmt}` changed other rows than `{twin}` selects");
+                    assert!(after.iter().filter(|r| want.contains(&r.0)).all(|r| r.1 == marker), "`{stmt}`");
+                }
+            }
+        }
+        assert!(accepted >= 40, "only {accepted} of 200 statements ran");
+    }
+
+    /// An executor with an empty database `test`, in use.
+    async fn test_db() -> (Executor, Session) {
+        let ex = executor();
+        let mut s = Session::new("root", 1);
+        run(&ex, &mut s, "CREATE DATABASE test").await;
+        run(&ex, &mut s, "USE test").await;
+        (ex, s)
+    }
+
+    /// Tables `d` (DUPLICATE) and `u` (UNIQUE) of `test`, each with keys 1..=20 (`fill`, the
+    /// VALUES that put them back).
+    async fn fuzz_tables() -> (Executor, Session, String) {
+        let (ex, mut s) = test_db().await;
+        let fill: String = (1..=20).map(|k| format!("({k}, 'v{k}')")).collect::<Vec<_>>().join(", ");
+        for (t, keys) in [("d", "DUPLICATE KEY(k)"), ("u", "UNIQUE KEY(k)")] {
+            let ddl = format!("CREATE TABLE {t} (k INT, v VARCHAR(20)) {keys} DISTRIBUTED BY HASH(k) BUCKETS 3");
+            run(&ex, &mut s, &ddl).await;
+            run(&ex, &mut s, &format!("INSERT INTO {t} VALUES {fill}")).await;
+        }
+        (ex, s, fill)
+    }
+
+    /// Tokens put into well-formed DELETE and UPDATE statements to mangle them.
+    const JUNK: &[&str] = &[
+        "x",
+        "AS",
+        "LIMIT 1",
+        "ORDER BY k",
+        ",",
+        "USING e",
+        "FROM",
+        "SET",
+        "JOIN d",
+        "WHERE",
+        "OR",
+        "AND",
+        "1",
+        "(",
+        ")",
+        ";",
+        "'",
+        "`",
+        "t2",
+        "x.k",
+        "= 1",
+        "NOT",
+        "*",
+    ];
+
+    /// A xorshift generator of indexes below `n`, from a printed seed.
+    fn seeded(seed: u64) -> impl FnMut(usize) -> usize {
+        eprintln!("seed {seed:#x}");
+        let mut x = seed;
+        move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        }
+    }
+
     async fn table_keys(ex: &Executor, s: &mut Session, t: &str) -> Vec<String> {
         rows(run(ex, s, &format!("SELECT k FROM {t} ORDER BY k")).await)
             .into_iter()
@@ -2107,34 +2606,8 @@ mod tests {
     /// same text) returns — never more than its condition matches.
     #[tokio::test]
     async fn no_delete_removes_rows_its_condition_does_not_match() {
-        let ex = Executor {
-            engine: Arc::new(Engine::new(EngineConfig::default(), None).unwrap()),
-            info: Arc::new(ServerInfo::default()),
-        };
-        let mut s = Session::new("root", 1);
-        run(&ex, &mut s, "CREATE DATABASE test").await;
-        run(&ex, &mut s, "USE test").await;
-        for (t, keys) in [("d", "DUPLICATE KEY(k)"), ("u", "UNIQUE KEY(k)")] {
-            run(
-                &ex,
-                &mut s,
-                &format!("CREATE TABLE {t} (k INT, v VARCHAR(20)) {keys} DISTRIBUTED BY HASH(k) BUCKETS 3"),
-            )
-            .await;
-        }
-        let fill: String = (1..=20).map(|k| format!("({k}, 'v{k}')")).collect::<Vec<_>>().join(", ");
-        for t in ["d", "u"] {
-            run(&ex, &mut s, &format!("INSERT INTO {t} VALUES {fill}")).await;
-        }
-        let seed: u64 = 0x5eed_2026;
-        eprintln!("seed {seed:#x}");
-        let mut x = seed;
-        let mut next = move |n: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n as u64) as usize
-        };
+        let (ex, mut s, fill) = fuzz_tables().await;
+        let mut next = seeded(0x5eed_2026);
         let forms = [
             "DELETE FROM {t} WHERE k = {n}",
             "DELETE FROM {t} x WHERE x.k = {n}",
@@ -2142,28 +2615,6 @@ mod tests {
             "DELETE FROM test.{t} WHERE {t}.k = {n}",
             "DELETE FROM `{t}` `y` WHERE `y`.`k` = {n}",
             "DELETE FROM {t} WHERE k IN ({n}, {n})",
-        ];
-        let junk = [
-            "x",
-            "AS",
-            "LIMIT 1",
-            "ORDER BY k",
-            ",",
-            "USING e",
-            "WHERE",
-            "OR",
-            "AND",
-            "1",
-            "(",
-            ")",
-            ";",
-            "'",
-            "`",
-            "t2",
-            "x.k",
-            "= 1",
-            "NOT",
-            "*",
         ];
         let mut accepted = 0;
         for i in 0..200 {
@@ -2177,7 +2628,7 @@ mod tests {
                 .collect();
             if i % 4 != 0 {
                 let at = 2 + next(words.len() - 1);
-                words.insert(at, junk[next(junk.len())].to_string());
+                words.insert(at, JUNK[next(JUNK.len())].to_string());
             }
             let stmt = words.join(" ");
             let before = table_keys(&ex, &mut s, t).await;

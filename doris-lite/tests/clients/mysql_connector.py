@@ -1,6 +1,9 @@
 """mysql-connector-python (Oracle's official driver, from PyPI) against doris-lite, used as its
-docs show: a connection without a database, DDL, inserts with parameters, reads, a delete with a
-table alias, and a connection to `internal.<db>`. Usage: mysql_connector.py PORT; prints OK."""
+docs show: a connection without a database, DDL, inserts with parameters, reads, UPDATE, a delete
+with a table alias, server-side prepared statements (`cursor(prepared=True)`), several statements
+in one query, and a connection to `internal.<db>`. Usage: mysql_connector.py PORT; prints OK."""
+import datetime
+import decimal
 import sys
 
 import mysql.connector
@@ -42,12 +45,57 @@ def main():
     cur.execute("DELETE FROM shop.users WHERE users.id = 999")
     cur.execute("SELECT count(*) FROM shop.users")
     check(cur.fetchall(), [(2,)], "users after the qualified delete")
+    # UPDATE on the UNIQUE table: the matching row only; the DUPLICATE table refuses it.
+    cur.execute("UPDATE shop.users SET score = score + %s WHERE id = %s", (5, 2))
+    check(cur.rowcount, 1, "rows updated")
+    cur.execute("SELECT id, score FROM shop.users ORDER BY id")
+    check(cur.fetchall(), [(1, 10), (2, 25)], "users after the update")
+    try:
+        cur.execute("UPDATE shop.events SET kind = 'x' WHERE id = 1")
+        print("MISMATCH: an UPDATE of a DUPLICATE table succeeded")
+        sys.exit(1)
+    except mysql.connector.Error as e:
+        check((e.errno, "Only unique table could be updated." in e.msg), (1105, True), "update of a DUPLICATE table")
+
+    # Server-side prepared statements: parameters of each type bound, results in their types.
+    cur.execute(
+        "CREATE TABLE shop.orders (id INT, amount DECIMAL(10, 2), at DATETIME, day DATE, note VARCHAR(32)) "
+        "DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+    )
+    pc = conn.cursor(prepared=True)
+    at = datetime.datetime(2026, 12, 2, 10, 30, 15)
+    pc.execute(
+        "INSERT INTO shop.orders VALUES (?, ?, ?, ?, ?)",
+        (7, decimal.Decimal("12.50"), at, datetime.date(2026, 12, 2), "it's ?"),
+    )
+    pc.execute("INSERT INTO shop.orders VALUES (?, ?, ?, ?, ?)", (8, decimal.Decimal("1.25"), None, None, None))
+    pc.execute("SELECT id, amount, at, day, note FROM shop.orders WHERE id >= ? AND note = ? ORDER BY id", (1, "it's ?"))
+    check(
+        pc.fetchall(),
+        [(7, decimal.Decimal("12.50"), at, datetime.date(2026, 12, 2), "it's ?")],
+        "a prepared SELECT with parameters",
+    )
+    pc.execute("SELECT id, note FROM shop.orders WHERE id = ?", (8,))
+    check(pc.fetchall(), [(8, None)], "a prepared SELECT of NULLs")
+    pc.execute("UPDATE shop.users SET name = ? WHERE id = ?", ("bobby", 2))
+    pc.close()
+
+    # Several statements in one query, each with its own result.
+    results = []
+    cur.execute("SELECT 1; SELECT name FROM shop.users WHERE id = 2; DELETE FROM shop.orders WHERE id = 8")
+    while True:
+        results.append(cur.fetchall() if cur.with_rows else cur.rowcount)
+        if not cur.nextset():
+            break
+    check(results, [[(1,)], [("bobby",)], 1], "three results of one multi-statement query")
+    cur.execute("SELECT count(*) FROM shop.orders")
+    check(cur.fetchall(), [(1,)], "the multi-statement DELETE ran")
     conn.close()
     # The internal catalog's database, as a connect URL names it.
     conn = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="", database="internal.shop")
     cur = conn.cursor()
     cur.execute("SELECT name FROM users ORDER BY id")
-    check(cur.fetchall(), [("ann",), ("bob",)], "users through internal.shop")
+    check(cur.fetchall(), [("ann",), ("bobby",)], "users through internal.shop")
     conn.close()
     try:
         mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="", database="nope")

@@ -152,6 +152,28 @@ out(res)
     }
 }
 
+/// `UPDATE` is an upsert of the changed rows, so the changelog records update-before/after for
+/// each matched row (and nothing for the others), as for the INSERT of the worked example.
+#[test]
+fn update_is_recorded_as_update_before_and_after() {
+    let s = server();
+    s.sql("CREATE DATABASE test");
+    s.sql(ORDERS);
+    set_clock(&s, T10_00);
+    s.sql("INSERT INTO test.orders VALUES (1, 'created'), (2, 'created'), (3, 'created')");
+    set_clock(&s, T10_00 + 5 * MIN);
+    s.sql("UPDATE test.orders o SET o.status = concat(o.status, '+paid') WHERE o.id IN (1, 3)");
+    set_clock(&s, T10_00 + 10 * MIN);
+    assert_eq!(
+        mysql_rows(&s, &incr_sql("orders", &window("DETAIL"))),
+        rows(&[(1, "created", 2), (1, "created+paid", 3), (3, "created", 2), (3, "created+paid", 3)])
+    );
+    assert_eq!(
+        s.sql("SELECT id, status FROM test.orders ORDER BY id"),
+        vec![vec!["1", "created+paid"], vec!["2", "created"], vec!["3", "created+paid"]]
+    );
+}
+
 #[test]
 fn incr_validation_errors() {
     let s = server();

@@ -18,10 +18,17 @@ fn run_client(script: &str, s: &Server) -> String {
 }
 
 #[test]
-fn mysql_connector_python_connects_without_a_database_and_deletes_by_alias() {
+fn mysql_connector_python_without_a_database_updates_prepares_and_runs_several_statements() {
     let s = Server::start();
     run_client("mysql_connector.py", &s);
     // What it left is what another client reads.
     assert_eq!(s.sql("SELECT id FROM shop.events ORDER BY id"), vec![vec!["1"], vec!["2"]]);
-    assert_eq!(s.sql("SELECT count(*) FROM shop.users"), vec![vec!["2"]]);
+    assert_eq!(
+        s.sql("SELECT id, name, score FROM shop.users ORDER BY id"),
+        vec![vec!["1", "ann", "10"], vec!["2", "bobby", "25"]]
+    );
+    assert_eq!(
+        s.sql("SELECT id, amount, at, day, note FROM shop.orders"),
+        vec![vec!["7", "12.50", "2026-12-02 10:30:15", "2026-12-02", "it's ?"]]
+    );
 }
