@@ -29,6 +29,8 @@ command -v mysql >/dev/null || missing+=(mariadb-client)
 # The MySQL source's tests start their own MariaDB (binlog on) from the server's binaries.
 command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null || missing+=(mariadb-server)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# pydoris' SQLAlchemy dialect runs over mysqlclient, which pip builds against libmysqlclient.
+pkg-config --exists mysqlclient 2>/dev/null || missing+=(default-libmysqlclient-dev pkg-config)
 # The PostgreSQL source's tests start their own server (wal_level = logical) from its binaries.
 command -v psql >/dev/null || missing+=(postgresql-client)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)

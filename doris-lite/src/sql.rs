@@ -2131,8 +2131,24 @@ pub fn quote_literal(s: &str) -> String {
 fn reserved_word(word: &str) -> bool {
     use datafusion::sql::sqlparser::keywords::{ALL_KEYWORDS, ALL_KEYWORDS_INDEX, RESERVED_FOR_TABLE_ALIAS};
     const MORE: &[&str] = &[
-        "FROM", "AND", "OR", "NOT", "IN", "IS", "NULL", "LIKE", "BETWEEN", "PARTITIONS", "TABLE", "INTO", "VALUES",
-        "DELETE", "UPDATE", "INSERT", "AS", "BY",
+        "FROM",
+        "AND",
+        "OR",
+        "NOT",
+        "IN",
+        "IS",
+        "NULL",
+        "LIKE",
+        "BETWEEN",
+        "PARTITIONS",
+        "TABLE",
+        "INTO",
+        "VALUES",
+        "DELETE",
+        "UPDATE",
+        "INSERT",
+        "AS",
+        "BY",
     ];
     let upper = word.to_ascii_uppercase();
     MORE.contains(&upper.as_str())

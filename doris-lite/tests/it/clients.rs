@@ -7,7 +7,13 @@ use crate::common::{Server, python};
 
 fn run_client(script: &str, s: &Server) -> String {
     let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python()).arg(&path).arg(s.query_port().to_string()).output().expect("run the client");
+    let http_port = s.fe().rsplit(':').next().unwrap_or_default().to_string();
+    let out = Command::new(python())
+        .arg(&path)
+        .arg(s.query_port().to_string())
+        .arg(http_port)
+        .output()
+        .expect("run the client");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success() && stdout.trim_end().ends_with("OK"),
@@ -31,4 +37,16 @@ fn mysql_connector_python_without_a_database_updates_prepares_and_runs_several_s
         s.sql("SELECT id, amount, at, day, note FROM shop.orders"),
         vec![vec!["7", "12.50", "2026-12-02 10:30:15", "2026-12-02", "it's ?"]]
     );
+}
+
+#[test]
+fn pydoris_creates_loads_updates_deletes_and_reflects() {
+    let s = Server::start();
+    run_client("pydoris_workflow.py", &s);
+    assert_eq!(
+        s.sql("SELECT id, name, score FROM shop.users ORDER BY id"),
+        vec![vec!["1", "ann", "10"], vec!["2", "bobby", "25"], vec!["4", "dan", "40"], vec!["5", "eve", "50"]]
+    );
+    let ddl = s.sql("SHOW CREATE TABLE shop.users");
+    assert!(ddl[0][1].contains("UNIQUE KEY(`id`)"), "{ddl:?}");
 }

@@ -195,6 +195,10 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("adbc_driver_flightsql.dbapi", "adbc_driver_flightsql"),
     ("adbc_driver_manager", "adbc_driver_manager"),
     ("mysql.connector", "mysql-connector-python"),
+    // pydoris' `doris://` SQLAlchemy dialect runs over mysqlclient (built against libmysqlclient).
+    ("pydoris.sqlalchemy.dialect", "pydoris==1.2.0"),
+    ("MySQLdb", "mysqlclient"),
+    ("sqlalchemy", "sqlalchemy>=2"),
 ];
 
 static VENV: Mutex<()> = Mutex::new(());
