@@ -1292,7 +1292,7 @@ impl Executor {
             let name = p.object_name()?;
             let db = self.resolve(s, &name)?;
             let st = self.engine.lock();
-            let t = st.table(&db, &name.name)?;
+            let t = described(&st, &db, &name.name)?;
             return Ok(Outcome::Rows(ResultSet::strings(
                 &["Table", "Create Table"],
                 vec![vec![Some(t.name.clone()), Some(show_create_table(t))]],
@@ -1317,7 +1317,7 @@ impl Executor {
             let like = like_or_where(p)?;
             let db = self.resolve(s, &name)?;
             let st = self.engine.lock();
-            let t = st.table(&db, &name.name)?;
+            let t = described(&st, &db, &name.name)?;
             let mut rows = Vec::new();
             for (i, c) in t.schema.columns.iter().enumerate() {
                 if like.as_deref().is_some_and(|l| !like_match(l, &c.name)) {
@@ -1583,7 +1583,7 @@ impl Executor {
     fn desc(&self, s: &Session, name: &ObjectName, all: bool) -> Result<Outcome, SqlError> {
         let db = self.resolve(s, name)?;
         let st = self.engine.lock();
-        let t = st.table(&db, &name.name)?;
+        let t = described(&st, &db, &name.name)?;
         let mut cols: Vec<(String, DorisType, bool, bool, Option<String>, String)> = t
             .schema
             .columns
@@ -2124,6 +2124,16 @@ pub fn quote_literal(s: &str) -> String {
     }
     out.push('\'');
     out
+}
+
+/// The table DESCRIBE, SHOW CREATE TABLE and SHOW COLUMNS name. A missing one is Doris'
+/// `ERR_BAD_TABLE_ERROR` (1051, `Unknown table 't'`), as the catalog's lookup reports it (and as
+/// SQLAlchemy dialects' `has_table`, which runs DESCRIBE, expects), not the 1146 of a query.
+fn described<'s>(st: &'s crate::engine::State, db: &str, table: &str) -> Result<&'s crate::storage::Table, SqlError> {
+    st.table(db, table).map_err(|e| match e {
+        EngineError::UnknownTable(t, _) => SqlError { code: 1051, message: format!("Unknown table '{t}'") },
+        other => other.into(),
+    })
 }
 
 /// A word that cannot be an unquoted table alias: the keywords sqlparser reserves after a table

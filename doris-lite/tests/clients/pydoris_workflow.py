@@ -17,9 +17,9 @@ def check(got, want, what):
 
 def main():
     port, http_port = int(sys.argv[1]), sys.argv[2]
-    with create_engine(f"doris://root:@127.0.0.1:{port}").begin() as conn:
+    with create_engine(f"pydoris://root:@127.0.0.1:{port}").begin() as conn:
         conn.execute(text("CREATE DATABASE IF NOT EXISTS shop"))
-    engine = create_engine(f"doris://root:@127.0.0.1:{port}/shop")
+    engine = create_engine(f"pydoris://root:@127.0.0.1:{port}/shop")
     meta = MetaData()
     users = Table(
         "users",

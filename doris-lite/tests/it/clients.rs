@@ -50,3 +50,20 @@ fn pydoris_creates_loads_updates_deletes_and_reflects() {
     let ddl = s.sql("SHOW CREATE TABLE shop.users");
     assert!(ddl[0][1].contains("UNIQUE KEY(`id`)"), "{ddl:?}");
 }
+
+#[test]
+fn sqlalchemy_doris_creates_with_its_has_table_updates_deletes_and_reflects() {
+    let s = Server::start();
+    run_client("sqlalchemy_doris_workflow.py", &s);
+    assert_eq!(
+        s.sql("SELECT id, score FROM lab.scores ORDER BY id"),
+        vec![vec!["3", "30"], vec!["4", "80"], vec!["5", "100"]]
+    );
+    let ddl = s.sql("SHOW CREATE TABLE lab.visits");
+    assert!(ddl[0][1].contains("DUPLICATE KEY(`id`, `page`)"), "{ddl:?}");
+    // DESCRIBE of a missing table answers as the dialect's has_table expects.
+    assert_eq!(
+        s.sql_err("DESCRIBE lab.missing"),
+        "ERROR 1051 (42S02) at line 1: errCode = 2, detailMessage = Unknown table 'missing'"
+    );
+}

@@ -199,6 +199,7 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("pydoris.sqlalchemy.dialect", "pydoris==1.2.0"),
     ("MySQLdb", "mysqlclient"),
     ("sqlalchemy", "sqlalchemy>=2"),
+    ("sqlalchemy_doris", "sqlalchemy-doris[pymysql]==0.2.2"),
 ];
 
 static VENV: Mutex<()> = Mutex::new(());
