@@ -8,11 +8,7 @@ import sys
 
 import mysql.connector
 
-
-def check(got, want, what):
-    if got != want:
-        print(f"MISMATCH {what}: got {got!r}, want {want!r}")
-        sys.exit(1)
+from common import check
 
 
 def main():

@@ -8,11 +8,7 @@ import sys
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine, inspect, select, text
 from sqlalchemy_doris import HASH
 
-
-def check(got, want, what):
-    if got != want:
-        print(f"MISMATCH {what}: got {got!r}, want {want!r}")
-        sys.exit(1)
+from common import check
 
 
 def main():
