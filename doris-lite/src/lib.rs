@@ -8,6 +8,7 @@ pub mod discard;
 pub mod engine;
 pub mod faults;
 pub mod flight;
+pub mod functions;
 pub mod http;
 pub mod load;
 pub mod mysql;

@@ -833,6 +833,7 @@ pub fn register_doris_functions(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::from(DorisIf { signature: Signature::any(3, Volatility::Immutable) }));
     ctx.register_udf(ScalarUDF::from(DorisDateFormat { signature: Signature::any(2, Volatility::Immutable) }));
     register_from_unixtime(ctx, 0);
+    crate::functions::register(ctx);
 }
 
 fn register_from_unixtime(ctx: &SessionContext, offset_ms: i64) {
@@ -2408,6 +2409,27 @@ mod tests {
         assert_eq!(holes.len(), 2);
         let bound = bind(sql, &holes, &["1".into(), quote_literal("it's \\ ok")]);
         assert_eq!(bound, "SELECT 1 , '?', `?` FROM t WHERE a = 'it''s \\\\ ok' -- ?\n");
+    }
+
+    #[tokio::test]
+    async fn mysql_date_functions_answer_as_mysql() {
+        let (ex, mut s) = test_db().await;
+        for (sql, want) in [
+            ("SELECT date_add('2024-01-31 10:00:00', INTERVAL 1 DAY)", "2024-02-01 10:00:00"),
+            ("SELECT date_sub(CAST('2024-03-01' AS DATE), INTERVAL 1 MONTH)", "2024-02-01"),
+            ("SELECT adddate(CAST('2024-03-01' AS DATE), 2)", "2024-03-03"),
+            ("SELECT datediff('2024-03-01 23:59:59', '2024-02-28 00:00:01')", "2"),
+            ("SELECT unix_timestamp('2024-01-01 00:00:10')", "1704067210"),
+            ("SELECT str_to_date('02/12/2026 10:30:15', '%d/%m/%Y %H:%i:%s')", "2026-12-02 10:30:15"),
+            ("SELECT str_to_date('December 2, 2026', '%M %e, %Y')", "2026-12-02"),
+            ("SELECT str_to_date('not a date', '%Y-%m-%d')", "NULL"),
+            ("SELECT curdate() = current_date()", "1"),
+        ] {
+            let got = rows(run(&ex, &mut s, sql).await);
+            assert_eq!(got, vec![some(&[want])], "{sql}");
+        }
+        let now: i64 = rows(run(&ex, &mut s, "SELECT unix_timestamp()").await)[0][0].clone().unwrap().parse().unwrap();
+        assert!(now > 1_700_000_000, "unix_timestamp() = {now}");
     }
 
     #[tokio::test]
