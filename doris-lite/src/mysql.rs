@@ -127,7 +127,14 @@ impl<W> ErrorCodeWriter<W> {
                     self.out.extend_from_slice(&payload[3..9]);
                     self.out.extend_from_slice(&payload[9 + mark_len..]);
                 }
-                None => self.out.extend_from_slice(&p[..4 + len]),
+                None => match access_denied(payload) {
+                    Some(new) => {
+                        let n = new.len();
+                        self.out.extend_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, p[3]]);
+                        self.out.extend_from_slice(&new);
+                    }
+                    None => self.out.extend_from_slice(&p[..4 + len]),
+                },
             }
             at += 4 + len;
         }
@@ -136,6 +143,21 @@ impl<W> ErrorCodeWriter<W> {
 }
 
 /// `(code, marker length)` of an error packet payload carrying the code marker.
+/// The MySQL library's own refusal of a login (1698 `Authenticate failed, user: "etl", …`) as
+/// Doris answers one: 1045, SQLSTATE 28000, `Access denied for user 'etl' (using password: YES)`.
+fn access_denied(payload: &[u8]) -> Option<Vec<u8>> {
+    if payload.len() < 9 || payload[0] != 0xFF || u16::from_le_bytes([payload[1], payload[2]]) != 1698 {
+        return None;
+    }
+    let msg = std::str::from_utf8(&payload[9..]).ok()?;
+    let user = msg.strip_prefix("Authenticate failed, user: \"")?.split('"').next()?;
+    let mut out = vec![0xFF];
+    out.extend_from_slice(&1045u16.to_le_bytes());
+    out.extend_from_slice(b"#28000");
+    out.extend_from_slice(format!("Access denied for user '{user}' (using password: YES)").as_bytes());
+    Some(out)
+}
+
 fn marked_code(payload: &[u8]) -> Option<(u16, usize)> {
     if payload.len() < 9 || payload[0] != 0xFF || payload[3] != b'#' {
         return None;

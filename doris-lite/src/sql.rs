@@ -2127,12 +2127,12 @@ pub fn quote_literal(s: &str) -> String {
     out
 }
 
-/// The table DESCRIBE, SHOW CREATE TABLE and SHOW COLUMNS name. A missing one is Doris'
-/// `ERR_BAD_TABLE_ERROR` (1051, `Unknown table 't'`), as the catalog's lookup reports it (and as
-/// SQLAlchemy dialects' `has_table`, which runs DESCRIBE, expects), not the 1146 of a query.
+/// The table DESCRIBE, SHOW CREATE TABLE and SHOW COLUMNS name. A missing one is answered as
+/// Doris' catalog lookup reports it: 1105 `Unknown table 't'` (what SQLAlchemy dialects'
+/// `has_table`, which runs DESCRIBE, reads), not the 1146 of a query.
 fn described<'s>(st: &'s crate::engine::State, db: &str, table: &str) -> Result<&'s crate::storage::Table, SqlError> {
     st.table(db, table).map_err(|e| match e {
-        EngineError::UnknownTable(t, _) => SqlError { code: 1051, message: format!("Unknown table '{t}'") },
+        EngineError::UnknownTable(t, _) => SqlError::other(format!("Unknown table '{t}'")),
         other => other.into(),
     })
 }

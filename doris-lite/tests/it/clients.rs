@@ -64,6 +64,21 @@ fn sqlalchemy_doris_creates_with_its_has_table_updates_deletes_and_reflects() {
     // DESCRIBE of a missing table answers as the dialect's has_table expects.
     assert_eq!(
         s.sql_err("DESCRIBE lab.missing"),
-        "ERROR 1051 (42S02) at line 1: errCode = 2, detailMessage = Unknown table 'missing'"
+        "ERROR 1105 (HY000) at line 1: errCode = 2, detailMessage = Unknown table 'missing'"
     );
+}
+
+#[test]
+fn dorisclient_loads_with_a_password_deletes_by_load_updates_and_reads() {
+    let s = Server::start_with(doris_lite::Config {
+        users: vec![("root".into(), String::new()), ("etl".into(), "s3cret-pw".into())],
+        ..doris_lite::Config::ephemeral()
+    });
+    s.sql("CREATE DATABASE shop");
+    run_client("dorisclient_workflow.py", &s);
+    assert_eq!(
+        s.sql("SELECT id, status, ver FROM shop.orders ORDER BY id"),
+        vec![vec!["1", "shipped", "1"], vec!["2", "paid", "2"]]
+    );
+    assert_eq!(s.sql("SELECT count(*) FROM shop.clicks"), vec![vec!["2"]]);
 }

@@ -200,6 +200,7 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("MySQLdb", "mysqlclient"),
     ("sqlalchemy", "sqlalchemy>=2"),
     ("sqlalchemy_doris", "sqlalchemy-doris[pymysql]==0.2.2"),
+    ("DorisClient", "dorisclient==1.2.22"),
 ];
 
 static VENV: Mutex<()> = Mutex::new(());
