@@ -1261,6 +1261,90 @@ impl Executor {
                 .collect();
             return Ok(Outcome::Rows(ResultSet::strings(&["Database"], rows)));
         }
+        if p.eat_kws(&["TABLE", "STATUS"]) {
+            // MySQL's columns, as Doris fills them for OLAP tables.
+            let db = if p.eat_kw("FROM") || p.eat_kw("IN") {
+                p.ident()?
+            } else {
+                s.db.clone().ok_or(EngineError::NoDatabase)?
+            };
+            let like = like_or_where(p)?;
+            p.expect_end()?;
+            let st = self.engine.lock();
+            let rows = st
+                .db(&db)?
+                .tables
+                .values()
+                .filter(|t| like.as_deref().is_none_or(|l| like_match(l, &t.name)))
+                .map(|t| {
+                    let n = t.row_count().to_string();
+                    let mut r: Vec<Option<String>> = vec![Some(t.name.clone()), Some("Doris".into())];
+                    r.extend([None, None, Some(n), Some("0".into()), Some("0".into())]);
+                    r.extend([None, None, None, None, None, None, None]);
+                    r.extend([Some("utf-8".into()), None, Some(String::new()), Some(t.schema.comment.clone())]);
+                    r
+                })
+                .collect();
+            let names = [
+                "Name",
+                "Engine",
+                "Version",
+                "Row_format",
+                "Rows",
+                "Avg_row_length",
+                "Data_length",
+                "Max_data_length",
+                "Index_length",
+                "Data_free",
+                "Auto_increment",
+                "Create_time",
+                "Update_time",
+                "Check_time",
+                "Collation",
+                "Checksum",
+                "Create_options",
+                "Comment",
+            ];
+            return Ok(Outcome::Rows(ResultSet::strings(&names, rows)));
+        }
+        if p.eat_kw("PROCESSLIST") {
+            // doris-lite keeps no registry of connections: the one asking is the one listed.
+            p.expect_end()?;
+            let fe = format!("{}:{}", self.info.host, self.info.query_port);
+            let row = vec![
+                Some("Yes".into()),
+                Some(s.connection_id.to_string()),
+                Some(s.user.clone()),
+                Some(self.info.host.clone()),
+                None,
+                Some("internal".into()),
+                s.db.clone(),
+                Some("Query".into()),
+                Some("0".into()),
+                Some("OK".into()),
+                None,
+                Some(if full { "SHOW FULL PROCESSLIST" } else { "SHOW PROCESSLIST" }.into()),
+                Some(fe),
+                Some(String::new()),
+            ];
+            let names = [
+                "CurrentConnected",
+                "Id",
+                "User",
+                "Host",
+                "LoginTime",
+                "Catalog",
+                "Db",
+                "Command",
+                "Time",
+                "State",
+                "QueryId",
+                "Info",
+                "FE",
+                "CloudCluster",
+            ];
+            return Ok(Outcome::Rows(ResultSet::strings(&names, vec![row])));
+        }
         if p.eat_kw("TABLES") {
             let db = if p.eat_kw("FROM") || p.eat_kw("IN") {
                 p.ident()?
@@ -2409,6 +2493,29 @@ mod tests {
         assert_eq!(holes.len(), 2);
         let bound = bind(sql, &holes, &["1".into(), quote_literal("it's \\ ok")]);
         assert_eq!(bound, "SELECT 1 , '?', `?` FROM t WHERE a = 'it''s \\\\ ok' -- ?\n");
+    }
+
+    #[tokio::test]
+    async fn show_table_status_and_processlist() {
+        let (ex, mut s) = test_db().await;
+        run(&ex, &mut s, "CREATE TABLE t (k INT) DUPLICATE KEY(k) COMMENT 'ticks' DISTRIBUTED BY HASH(k) BUCKETS 2")
+            .await;
+        run(&ex, &mut s, "INSERT INTO t VALUES (1), (2), (3)").await;
+        let o = run(&ex, &mut s, "SHOW TABLE STATUS FROM test LIKE 't%'").await;
+        let Outcome::Rows(rs) = o else { panic!("{o:?}") };
+        assert_eq!(rs.columns.len(), 18);
+        assert_eq!(rs.rows.len(), 1);
+        let r = &rs.rows[0];
+        assert_eq!(
+            (r[0].as_deref(), r[1].as_deref(), r[4].as_deref(), r[17].as_deref()),
+            (Some("t"), Some("Doris"), Some("3"), Some("ticks"))
+        );
+        assert!(rows(run(&ex, &mut s, "SHOW TABLE STATUS LIKE 'zz'").await).is_empty());
+        let p = rows(run(&ex, &mut s, "SHOW FULL PROCESSLIST").await);
+        assert_eq!(
+            (p[0][1].as_deref(), p[0][2].as_deref(), p[0][6].as_deref()),
+            (Some("1"), Some("root"), Some("test"))
+        );
     }
 
     #[tokio::test]
