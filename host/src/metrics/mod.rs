@@ -177,7 +177,12 @@ impl Stats {
 #[derive(Clone, Default)]
 pub struct Pipelines {
     all: Arc<Mutex<Vec<Registered>>>,
+    /// Tenants' plugin CPU budgets (`sluice serve`), labelled `tenant`.
+    budgets: Arc<Mutex<Vec<TenantBudget>>>,
 }
+
+/// A tenant's name and its plugin CPU budget.
+type TenantBudget = (String, Arc<crate::wasm::CpuBudget>);
 
 #[derive(Clone)]
 struct Registered {
@@ -192,6 +197,11 @@ impl Pipelines {
         let mut all = self.all.lock().unwrap_or_else(|p| p.into_inner());
         all.retain(|r| r.key != key);
         all.push(Registered { key: key.to_string(), labels, stats });
+    }
+
+    /// Expose tenant `tenant`'s plugin CPU budget: the CPU spent and the time calls were paused.
+    pub fn add_budget(&self, tenant: &str, budget: Arc<crate::wasm::CpuBudget>) {
+        self.budgets.lock().unwrap_or_else(|p| p.into_inner()).push((tenant.to_string(), budget));
     }
 
     pub fn remove(&self, key: &str) {
@@ -219,6 +229,7 @@ type Series = (Vec<(String, String)>, SeriesValue);
 
 enum SeriesValue {
     Counter(u64),
+    Seconds(f64),
     Histogram(Histogram),
 }
 
@@ -233,7 +244,7 @@ impl Collector for Pipelines {
             let s = &r.stats;
             let mut put = |name: &str, help: &'static str, extra: &[(&'static str, String)], v: SeriesValue| {
                 let ty = match v {
-                    SeriesValue::Counter(_) => MetricType::Counter,
+                    SeriesValue::Counter(_) | SeriesValue::Seconds(_) => MetricType::Counter,
                     SeriesValue::Histogram(_) => MetricType::Histogram,
                 };
                 let mut labels = r.labels.clone();
@@ -269,12 +280,28 @@ impl Collector for Pipelines {
                 put(m.name, m.help, &m.labels, SeriesValue::Counter(m.value));
             }
         }
+        for (tenant, b) in self.budgets.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let labels = vec![("tenant".to_string(), tenant.clone())];
+            let cpu = SeriesValue::Seconds(b.spent().as_secs_f64());
+            let paused = SeriesValue::Seconds(b.paused().as_secs_f64());
+            for (name, help, v) in [
+                ("plugin_cpu_seconds", "CPU time the tenant's plugin calls spent from its budget per minute.", cpu),
+                ("plugin_paused_seconds", "Time the tenant's plugin calls were paused by its CPU budget.", paused),
+            ] {
+                families
+                    .entry(name.to_string())
+                    .or_insert((help, MetricType::Counter, Vec::new()))
+                    .2
+                    .push((labels.clone(), v));
+            }
+        }
         for (name, (help, ty, series)) in families {
             let mut family = encoder.encode_descriptor(&name, help, None, ty)?;
             for (labels, v) in &series {
                 let e = family.encode_family(labels)?;
                 match v {
                     SeriesValue::Counter(c) => ConstCounter::new(*c).encode(e)?,
+                    SeriesValue::Seconds(c) => ConstCounter::new(*c).encode(e)?,
                     SeriesValue::Histogram(h) => h.encode(e)?,
                 }
             }

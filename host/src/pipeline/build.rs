@@ -46,6 +46,8 @@ pub struct Confinement {
     pub loads: Option<Arc<tokio::sync::Semaphore>>,
     /// Plugin calls of the tenant running at once (its share of the server's plugin threads).
     pub plugin_calls: Option<Arc<tokio::sync::Semaphore>>,
+    /// The CPU time per minute all the tenant's plugin calls spend from.
+    pub plugin_budget: Option<Arc<crate::wasm::CpuBudget>>,
 }
 
 impl std::fmt::Debug for Confinement {

@@ -91,6 +91,11 @@ pub struct TenantConfig {
     /// Fuel (about one per WebAssembly instruction) of one plugin call at most (default: not
     /// metered).
     pub plugin_fuel: Option<u64>,
+    /// CPU time all its plugin calls together may use per minute, e.g. `"6s"` for a tenth of a
+    /// core (default: no budget). A call that overspends it is paused until the budget has
+    /// refilled, so the tenant's plugins use at most this much CPU however many there are and
+    /// whatever they do.
+    pub plugin_cpu_per_minute: Option<crate::pipeline::Duration>,
     /// How a failed pipeline is restarted from its last checkpoint.
     #[serde(default)]
     pub restart: RestartPolicy,
@@ -195,6 +200,11 @@ impl ServerConfig {
                         "{at}: tenants.{name}.{key}: {p:?} is not a table pattern; write `db.table`, `db.*`, `db.prefix_*` or `*`"
                     );
                 }
+            }
+            if t.plugin_cpu_per_minute.is_some_and(|c| c.0 < Duration::from_millis(1)) {
+                anyhow::bail!(
+                    "{at}: tenants.{name}.plugin_cpu_per_minute: must be at least 1ms (leave it out for no budget)"
+                );
             }
             if t.max_stream_loads == Some(0) {
                 anyhow::bail!("{at}: tenants.{name}.max_stream_loads: must be at least 1");

@@ -92,20 +92,20 @@ impl Server {
                 plugin_limits: t.plugin_limits(),
                 loads: t.max_stream_loads.map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
                 plugin_calls: Some(Arc::new(tokio::sync::Semaphore::new(share))),
+                plugin_budget: t.plugin_cpu_per_minute.map(|c| Arc::new(crate::wasm::CpuBudget::new(c.0))),
             };
             tenants.insert(
                 name.clone(),
                 Tenant { name: name.clone(), cfg: t.clone(), granted: Arc::new(granted), confinement },
             );
         }
-        Ok(Arc::new(Server {
-            cfg,
-            data_dir,
-            connections,
-            tenants,
-            pipelines: Mutex::new(BTreeMap::new()),
-            metrics: Pipelines::default(),
-        }))
+        let metrics = Pipelines::default();
+        for t in tenants.values() {
+            if let Some(b) = &t.confinement.plugin_budget {
+                metrics.add_budget(&t.name, b.clone());
+            }
+        }
+        Ok(Arc::new(Server { cfg, data_dir, connections, tenants, pipelines: Mutex::new(BTreeMap::new()), metrics }))
     }
 
     /// The caller a bearer token belongs to.

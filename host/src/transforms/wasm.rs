@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::Batch;
 use crate::pipeline::{BuildContext, Checked, PipelineFile, TransformConfig};
 use crate::runtime::{TableId, Transform, TransformInstance};
-use crate::wasm::{Plugin, PluginKind, PluginLimits};
+use crate::wasm::{CpuBudget, Plugin, PluginKind, PluginLimits};
 
 /// `type = "wasm"`: the options.
 #[derive(Debug, Clone, Deserialize)]
@@ -68,15 +68,17 @@ impl TransformConfig for WasmTransform {
 
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Transform>> {
         let runtime = ctx.plugins()?;
-        let (path, limits, gate) = match &ctx.confinement {
-            None => (ctx.base_dir.join(&self.plugin), self.limits.clone(), None),
+        let (path, limits, gate, budget) = match &ctx.confinement {
+            None => (ctx.base_dir.join(&self.plugin), self.limits.clone(), None, None),
             Some(c) => (
                 confined_plugin(&self.plugin, &c.plugin_dirs)?,
                 capped(&self.limits, &c.plugin_limits),
                 c.plugin_calls.clone(),
+                c.plugin_budget.clone(),
             ),
         };
-        let plugin = runtime.load(&path, limits)?;
+        let plugin = runtime.load_with_budget(&path, limits, budget.clone())?;
+        let gate = Gate { calls: gate, budget };
         let config = plugin_config(&self.config);
         match (plugin.kind(), &self.schema) {
             (PluginKind::Decoder, Some(schema)) => {
@@ -124,11 +126,23 @@ fn capped(asked: &PluginLimits, cap: &PluginLimits) -> PluginLimits {
     }
 }
 
-/// Waits for a turn on the tenant's share of the plugin threads, when it has one.
-async fn turn(gate: &Option<Arc<tokio::sync::Semaphore>>) -> Option<tokio::sync::SemaphorePermit<'_>> {
-    match gate {
-        Some(g) => g.acquire().await.ok(),
-        None => None,
+/// What a plugin call waits for in `sluice serve`: the tenant's CPU budget out of debt, then a
+/// turn on its share of the plugin threads.
+#[derive(Clone, Default)]
+struct Gate {
+    calls: Option<Arc<tokio::sync::Semaphore>>,
+    budget: Option<Arc<CpuBudget>>,
+}
+
+impl Gate {
+    async fn turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        if let Some(b) = &self.budget {
+            b.wait().await;
+        }
+        match &self.calls {
+            Some(g) => g.acquire().await.ok(),
+            None => None,
+        }
     }
 }
 
@@ -136,7 +150,7 @@ async fn turn(gate: &Option<Arc<tokio::sync::Semaphore>>) -> Option<tokio::sync:
 pub struct Wasm {
     plugin: Plugin,
     config: Vec<(String, String)>,
-    gate: Option<Arc<tokio::sync::Semaphore>>,
+    gate: Gate,
 }
 
 impl Transform for Wasm {
@@ -156,7 +170,7 @@ impl Transform for Wasm {
 }
 
 /// A worker's instance of a plugin; it runs on the worker's thread.
-struct WasmInstance(crate::wasm::TransformInstance, Option<Arc<tokio::sync::Semaphore>>);
+struct WasmInstance(crate::wasm::TransformInstance, Gate);
 
 #[async_trait]
 impl TransformInstance for WasmInstance {
@@ -165,7 +179,7 @@ impl TransformInstance for WasmInstance {
     }
 
     async fn process(&mut self, batch: Batch) -> anyhow::Result<Vec<Batch>> {
-        let _turn = turn(&self.1).await;
+        let _turn = self.1.turn().await;
         Ok(tokio::task::block_in_place(|| self.0.process(&batch))?)
     }
 }
@@ -175,7 +189,7 @@ pub struct Decoder {
     plugin: Plugin,
     config: Vec<(String, String)>,
     declared: SchemaRef,
-    gate: Option<Arc<tokio::sync::Semaphore>>,
+    gate: Gate,
 }
 
 impl Transform for Decoder {
@@ -207,7 +221,7 @@ struct DecoderInstance {
     /// The index of the `value` column.
     value: usize,
     input: SchemaRef,
-    gate: Option<Arc<tokio::sync::Semaphore>>,
+    gate: Gate,
 }
 
 impl DecoderInstance {
@@ -235,7 +249,7 @@ impl TransformInstance for DecoderInstance {
         let values = values.as_string_opt::<i32>().ok_or_else(|| anyhow::anyhow!("the `value` column is not text"))?;
         let messages: Vec<&[u8]> =
             (0..values.len()).map(|i| if values.is_null(i) { &[][..] } else { values.value(i).as_bytes() }).collect();
-        let turn = turn(&self.gate).await;
+        let turn = self.gate.turn().await;
         let decoded = tokio::task::block_in_place(|| self.instance.decode(&messages));
         drop(turn);
         decoded.map_err(|e| {

@@ -2,21 +2,22 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow::datatypes::{Schema, SchemaRef};
 use sluice_guest::batch::Batch;
 use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, columns_of};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::Transform as TransformBindings;
 use super::bindings::decoder::Decoder as DecoderBindings;
 use super::bindings::sluice::plugin::{host, types as wit};
+use super::budget::thread_cpu_time;
 use super::limits::MemoryLimiter;
-use super::{EPOCH_TICK, Plugin, PluginError};
+use super::{CpuBudget, EPOCH_TICK, Plugin, PluginError};
 
 /// Most of a plugin's stderr (e.g. a panic message) that is kept for error reports.
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -39,6 +40,44 @@ pub struct StoreState {
     plugin: String,
     counters: Arc<Mutex<BTreeMap<String, u64>>>,
     stderr: MemoryOutputPipe,
+    /// The shared CPU budget and the running call's account, when the plugin has a budget.
+    meter: Option<Meter>,
+}
+
+/// A call's account with a shared CPU budget: the thread's CPU clock when it was last charged and
+/// its running time (pauses excluded), which the epoch callback checks every tick.
+struct Meter {
+    budget: Arc<CpuBudget>,
+    /// The thread's CPU clock when the call was last charged.
+    cpu: Duration,
+    started: Instant,
+    paused: Duration,
+    timeout: Duration,
+}
+
+impl Meter {
+    /// Charge the CPU time used since the last charge; returns how long the call must pause for
+    /// the budget.
+    fn charge(&mut self) -> Duration {
+        let now = thread_cpu_time();
+        let used = now.saturating_sub(self.cpu);
+        self.cpu = now;
+        self.budget.spend(used)
+    }
+}
+
+/// Every epoch tick of a metered call: charge the budget, pause while it is in debt, and end the
+/// call once it has run (pauses excluded) longer than its time limit.
+fn on_tick(mut ctx: wasmtime::StoreContextMut<'_, StoreState>) -> wasmtime::Result<UpdateDeadline> {
+    let Some(m) = ctx.data_mut().meter.as_mut() else { return Ok(UpdateDeadline::Interrupt) };
+    if m.started.elapsed().saturating_sub(m.paused) >= m.timeout {
+        return Ok(UpdateDeadline::Interrupt);
+    }
+    if !m.charge().is_zero() {
+        m.paused += m.budget.pause();
+        m.cpu = thread_cpu_time();
+    }
+    Ok(UpdateDeadline::Continue(1))
 }
 
 impl WasiView for StoreState {
@@ -116,9 +155,19 @@ impl Instance {
             plugin: plugin.name().to_string(),
             counters: Arc::default(),
             stderr,
+            meter: plugin.budget().map(|b| Meter {
+                budget: b.clone(),
+                cpu: Duration::ZERO,
+                started: Instant::now(),
+                paused: Duration::ZERO,
+                timeout: plugin.limits().timeout,
+            }),
         };
         let mut store = Store::new(&plugin.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
+        if plugin.budget().is_some() {
+            store.epoch_deadline_callback(on_tick);
+        }
         Self { plugin: plugin.clone(), store, poisoned: false }
     }
 
@@ -134,15 +183,27 @@ impl Instance {
             return Err(PluginError::Poisoned { plugin: name });
         }
         let limits = self.plugin.limits().clone();
+        let metered = self.store.data().meter.is_some();
+        // A metered call is looked at every tick (see `on_tick`); others end at their deadline.
         let ticks = limits.timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64 + 1;
-        self.store.set_epoch_deadline(ticks);
+        self.store.set_epoch_deadline(if metered { 1 } else { ticks });
         if let Some(fuel) = limits.fuel {
             self.store
                 .set_fuel(fuel)
                 .map_err(|e| PluginError::Instantiate { plugin: name.clone(), detail: e.to_string() })?;
         }
+        if let Some(m) = self.store.data_mut().meter.as_mut() {
+            m.cpu = thread_cpu_time();
+            m.started = Instant::now();
+            m.paused = Duration::ZERO;
+        }
         self.store.data_mut().limiter.exceeded = None;
-        match f(&mut self.store) {
+        let outcome = f(&mut self.store);
+        if let Some(m) = self.store.data_mut().meter.as_mut() {
+            // What the call used since its last tick; a debt is paid before the next call.
+            m.charge();
+        }
+        match outcome {
             Ok(r) => Ok(r),
             Err(e) => {
                 self.poisoned = true;

@@ -6,8 +6,11 @@
 //! * Every instance has a memory cap, a wall-time limit per call and optional fuel
 //!   ([`PluginLimits`]); a plugin that breaks one fails with an error naming the plugin, the
 //!   limit and the batch, and no other instance is affected.
+//! * Instances may also share a CPU budget per minute ([`CpuBudget`]): calls that overspend it
+//!   are paused, not failed, so the instances together cannot use more CPU than it allows.
 
 mod bindings;
+mod budget;
 mod cache;
 mod error;
 mod instance;
@@ -21,6 +24,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
+pub use budget::CpuBudget;
 pub use cache::{CacheOutcome, ComponentCache};
 pub use error::PluginError;
 pub use instance::{DecoderInstance, PluginInfo, TransformInstance};
@@ -83,6 +87,17 @@ impl PluginRuntime {
     /// Load the plugin at `path` (a `.wasm` component or a plugin crate directory, built when
     /// needed) with the given limits.
     pub fn load(&self, path: &Path, limits: PluginLimits) -> Result<Plugin, PluginError> {
+        self.load_with_budget(path, limits, None)
+    }
+
+    /// [`load`](Self::load), with every call of its instances spending from `budget` (shared
+    /// with other plugins) when there is one.
+    pub fn load_with_budget(
+        &self,
+        path: &Path,
+        limits: PluginLimits,
+        budget: Option<Arc<CpuBudget>>,
+    ) -> Result<Plugin, PluginError> {
         let file = source::resolve(path)?;
         let wasm = std::fs::read(&file).map_err(|source| PluginError::Io { path: file.clone(), source })?;
         if !wasm.starts_with(b"\0asm") {
@@ -127,6 +142,7 @@ impl PluginRuntime {
                 component,
                 linker,
                 limits,
+                budget,
             }),
             exports,
             imports,
@@ -169,6 +185,7 @@ pub(crate) struct PluginShared {
     pub(crate) component: Component,
     pub(crate) linker: Linker<StoreState>,
     pub(crate) limits: PluginLimits,
+    pub(crate) budget: Option<Arc<CpuBudget>>,
 }
 
 /// A loaded (compiled) plugin; instantiate it once per worker.
@@ -210,6 +227,11 @@ impl Plugin {
 
     pub fn limits(&self) -> &PluginLimits {
         &self.inner.limits
+    }
+
+    /// The CPU budget its calls spend from, if any.
+    pub fn budget(&self) -> Option<&Arc<CpuBudget>> {
+        self.inner.budget.as_ref()
     }
 
     /// Whether loading used the compile cache.

@@ -15,6 +15,9 @@ use crate::common::{Doris, plugin_wasm};
 const ALPHA: &str = "alpha-token-0123";
 const BETA: &str = "beta-token-4567";
 const ADMIN: &str = "admin-token-89ab";
+const GAMMA: &str = "gamma-token-cdef";
+/// Tenant `gamma`'s plugin CPU time per minute (half a percent of a core).
+const GAMMA_CPU: f64 = 0.3;
 
 fn sha256(s: &str) -> String {
     use sha2::Digest;
@@ -67,10 +70,19 @@ restart = {{ max_restarts = 2, backoff = "200ms", max_backoff = "1s" }}
 token_sha256 = "{beta}"
 connections = ["dw"]
 write = ["beta.*"]
+
+[tenants.gamma]
+token_sha256 = "{gamma}"
+connections = ["dw"]
+write = ["gamma.*"]
+plugin_timeout = "2s"
+plugin_cpu_per_minute = "{gamma_cpu}s"
 "#,
         admin = sha256(ADMIN),
         alpha = sha256(ALPHA),
         beta = sha256(BETA),
+        gamma = sha256(GAMMA),
+        gamma_cpu = GAMMA_CPU,
         fenodes = doris.fenodes(),
         query = doris.h().query_addr().port(),
     )
@@ -219,10 +231,12 @@ fn hostile(mode: &str) -> String {
 }
 
 fn tables(doris: &Doris) {
-    for db in ["alpha", "beta", "dim"] {
+    for db in ["alpha", "beta", "gamma", "dim"] {
         doris.sql(&format!("CREATE DATABASE IF NOT EXISTS {db}"));
     }
-    for t in ["alpha.students", "alpha.more", "alpha.slow", "alpha.routed", "beta.students", "beta.stolen"] {
+    for t in
+        ["alpha.students", "alpha.more", "alpha.slow", "alpha.routed", "beta.students", "beta.stolen", "gamma.spin"]
+    {
         doris.sql(&format!(
             "CREATE TABLE {t} (id BIGINT, name VARCHAR(64), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2"
         ));
@@ -435,6 +449,55 @@ async fn a_trapping_or_looping_plugin_fails_its_pipeline_only() {
     assert_eq!(doris.sql("SELECT count(*), count(DISTINCT id) FROM beta.students"), ["20000\t20000"]);
     assert_eq!(doris.sql("SELECT count(*) FROM alpha.more"), ["0"]);
     assert_eq!(doris.sql("SELECT count(*) FROM alpha.routed"), ["0"]);
+}
+
+/// The value of the series `name` in `/metrics` text.
+fn series(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A tenant's CPU budget per minute bounds what its plugins spend together: a plugin that loops
+/// is paused (not failed) once the budget is spent, and spends no more than it refills, while
+/// another tenant's plugin pipeline runs to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_budget_per_minute_pauses_a_tenants_plugins() {
+    let doris = Doris::start().await;
+    tables(&doris);
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let s = Serve::start(&doris, dir.path()).await;
+    let (st, v) = s.submit(GAMMA, &datagen("spin", "gamma.spin", 100, 1000, &hostile("loop"))).await;
+    assert_eq!(st, 201, "{v}");
+    let (st, v) = s.submit(BETA, &datagen("students", "beta.students", 20_000, 5_000, STUDENT_TRANS)).await;
+    assert_eq!(st, 201, "{v}");
+    let paused = r#"sluice_plugin_paused_seconds_total{tenant="gamma"}"#;
+    let mut metrics = String::new();
+    for _ in 0..900 {
+        metrics = s.http.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+        if series(&metrics, paused).is_some_and(|p| p >= 1.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    if !series(&metrics, paused).is_some_and(|p| p >= 1.0) {
+        let (_, spin) = s.get("/api/v1/pipelines/gamma.spin", GAMMA).await;
+        let budget: Vec<&str> = metrics.lines().filter(|l| l.starts_with("sluice_plugin_")).collect();
+        panic!("gamma's loop was never paused: {budget:?}\n{spin:#}\n{}", s.log());
+    }
+    // Spent: at most the full bucket, what refilled since, and the overshoot of one epoch tick
+    // (10 ms; a late one on a busy machine); a loop left alone spends a second each second.
+    let cpu = series(&metrics, r#"sluice_plugin_cpu_seconds_total{tenant="gamma"}"#).expect("gamma's CPU is counted");
+    let bound = GAMMA_CPU * (1.0 + elapsed / 60.0) + 0.3;
+    assert!(cpu >= GAMMA_CPU && cpu <= bound, "gamma spent {cpu} s of CPU in {elapsed:.1} s (bound {bound})");
+    assert!(series(&metrics, r#"sluice_plugin_cpu_seconds_total{tenant="beta"}"#).is_none(), "beta has no budget");
+    // Paused, not failed: the pause does not count toward the call's 2 s limit.
+    let (_, spin) = s.get("/api/v1/pipelines/gamma.spin", GAMMA).await;
+    assert_eq!((spin["state"].as_str(), &spin["restarts"]), (Some("running"), &Value::from(0)), "{spin:#}");
+    let beta = s.until("beta.students", BETA, 120, "finished", |v| v["state"] == "finished").await;
+    assert_eq!(beta["rows_out"], 20_000);
+    assert_eq!(doris.sql("SELECT count(*), count(DISTINCT id) FROM beta.students"), ["20000\t20000"]);
+    assert_eq!(doris.sql("SELECT count(*) FROM gamma.spin"), ["0"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
