@@ -30,6 +30,9 @@ impl IntoResponse for Refused {
         if status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
         }
+        if let Some(secs) = self.retry_after {
+            r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
         r
     }
 }
@@ -43,6 +46,13 @@ fn caller(server: &Server, headers: &HeaderMap) -> Result<Caller, Refused> {
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     server.caller(token)
+}
+
+/// The caller of a call that changes something, counted against its tenant's quota of such calls.
+fn writer(server: &Server, headers: &HeaderMap) -> Result<Caller, Refused> {
+    let c = caller(server, headers)?;
+    server.write_call(&c)?;
+    Ok(c)
 }
 
 /// The routes of `server`.
@@ -92,7 +102,7 @@ async fn show(State(server): State<Arc<Server>>, headers: HeaderMap, Path(id): P
 }
 
 async fn submit(State(server): State<Arc<Server>>, headers: HeaderMap, body: Bytes) -> Reply {
-    let c = caller(&server, &headers)?;
+    let c = writer(&server, &headers)?;
     let Caller::Tenant(tenant) = c else {
         return Err(Refused::new(403, "pipelines belong to tenants: submit with a tenant's token"));
     };
@@ -113,7 +123,7 @@ async fn act(
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
 ) -> Reply {
-    let c = caller(&server, &headers)?;
+    let c = writer(&server, &headers)?;
     let m = server.get(&c, &id)?;
     if action == "savepoint" {
         let checkpoint =
@@ -128,14 +138,14 @@ async fn act(
 }
 
 async fn delete(State(server): State<Arc<Server>>, headers: HeaderMap, Path(id): Path<String>) -> Reply {
-    let c = caller(&server, &headers)?;
+    let c = writer(&server, &headers)?;
     let m = server.get(&c, &id)?;
     server.control(&m, "delete").await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn upload(State(server): State<Arc<Server>>, headers: HeaderMap, Path(name): Path<String>, body: Bytes) -> Reply {
-    let c = caller(&server, &headers)?;
+    let c = writer(&server, &headers)?;
     let Caller::Tenant(tenant) = c else {
         return Err(Refused::new(403, "plugins belong to tenants: upload with a tenant's token"));
     };
@@ -207,7 +217,7 @@ fn openapi() -> Value {
     let err = json!({ "description": "error", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } });
     let action = |what: &str| {
         json!({
-            "post": { "summary": what, "parameters": pipeline_id, "responses": { "200": { "description": "the pipeline" }, "404": err } }
+            "post": { "summary": what, "parameters": pipeline_id, "responses": { "200": { "description": "the pipeline" }, "404": err, "429": err } }
         })
     };
     json!({
@@ -234,12 +244,12 @@ fn openapi() -> Value {
                 "post": {
                     "summary": "Submit a pipeline file",
                     "requestBody": { "required": true, "content": { "application/toml": { "schema": { "type": "string" } } } },
-                    "responses": { "201": { "description": "`{\"id\": …}`" }, "400": err, "401": err, "403": err, "409": err }
+                    "responses": { "201": { "description": "`{\"id\": …}`" }, "400": err, "401": err, "403": err, "409": err, "429": err }
                 }
             },
             "/api/v1/pipelines/{id}": {
                 "get": { "summary": "State, last checkpoint, rows in/out, lag, last error, graph, checkpoint history, loads", "parameters": pipeline_id, "responses": { "200": { "description": "Pipeline" }, "404": err } },
-                "delete": { "summary": "Stop it and forget it with its state", "parameters": pipeline_id, "responses": { "204": { "description": "deleted" }, "404": err } }
+                "delete": { "summary": "Stop it and forget it with its state", "parameters": pipeline_id, "responses": { "204": { "description": "deleted" }, "404": err, "429": err } }
             },
             "/api/v1/pipelines/{id}/pause": action("Stop after a final checkpoint; resume goes on from it"),
             "/api/v1/pipelines/{id}/resume": action("Run again from the last checkpoint"),
@@ -250,7 +260,7 @@ fn openapi() -> Value {
                     "summary": "Upload a prebuilt WebAssembly component the tenant's pipelines name as `plugin = \"<name>\"`",
                     "parameters": [{ "name": "name", "in": "path", "required": true, "schema": { "type": "string" } }],
                     "requestBody": { "required": true, "content": { "application/wasm": { "schema": { "type": "string", "format": "binary" } } } },
-                    "responses": { "201": { "description": "kept" }, "400": err, "401": err }
+                    "responses": { "201": { "description": "kept" }, "400": err, "401": err, "429": err }
                 }
             },
             "/api/v1/whoami": { "get": { "summary": "The caller: `{\"tenant\": …}` or `{\"admin\": true}`", "responses": { "200": { "description": "caller" }, "401": err } } }

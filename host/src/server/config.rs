@@ -96,6 +96,9 @@ pub struct TenantConfig {
     /// refilled, so the tenant's plugins use at most this much CPU however many there are and
     /// whatever they do.
     pub plugin_cpu_per_minute: Option<crate::pipeline::Duration>,
+    /// API calls that change something (submit, pause/resume/stop/savepoint, delete, plugin
+    /// uploads) it may make per minute; beyond it, `429` with `Retry-After` (default: no limit).
+    pub api_writes_per_minute: Option<u32>,
     /// How a failed pipeline is restarted from its last checkpoint.
     #[serde(default)]
     pub restart: RestartPolicy,
@@ -204,6 +207,11 @@ impl ServerConfig {
             if t.plugin_cpu_per_minute.is_some_and(|c| c.0 < Duration::from_millis(1)) {
                 anyhow::bail!(
                     "{at}: tenants.{name}.plugin_cpu_per_minute: must be at least 1ms (leave it out for no budget)"
+                );
+            }
+            if t.api_writes_per_minute == Some(0) {
+                anyhow::bail!(
+                    "{at}: tenants.{name}.api_writes_per_minute: must be at least 1 (leave it out for no limit)"
                 );
             }
             if t.max_stream_loads == Some(0) {

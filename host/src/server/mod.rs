@@ -27,11 +27,13 @@ pub struct Refused {
     pub message: String,
     /// Each thing a grant refuses, when that is the reason.
     pub refused: Vec<String>,
+    /// Seconds to wait before asking again (a quota of calls).
+    pub retry_after: Option<u64>,
 }
 
 impl Refused {
     pub fn new(status: u16, message: impl Into<String>) -> Refused {
-        Refused { status, message: message.into(), refused: Vec::new() }
+        Refused { status, message: message.into(), refused: Vec::new(), retry_after: None }
     }
 }
 
@@ -49,6 +51,8 @@ pub struct Tenant {
     /// The connections it is granted (by name).
     pub granted: Arc<BTreeMap<String, Connection>>,
     pub confinement: Confinement,
+    /// Its `api_writes_per_minute`, when it has one.
+    pub api_writes: Option<crate::wasm::PerMinute>,
 }
 
 /// The server.
@@ -96,7 +100,13 @@ impl Server {
             };
             tenants.insert(
                 name.clone(),
-                Tenant { name: name.clone(), cfg: t.clone(), granted: Arc::new(granted), confinement },
+                Tenant {
+                    name: name.clone(),
+                    cfg: t.clone(),
+                    granted: Arc::new(granted),
+                    confinement,
+                    api_writes: t.api_writes_per_minute.map(|n| crate::wasm::PerMinute::new(n as f64)),
+                },
             );
         }
         let metrics = Pipelines::default();
@@ -109,6 +119,26 @@ impl Server {
     }
 
     /// The caller a bearer token belongs to.
+    /// Count one call of `caller` that changes something against its tenant's
+    /// `api_writes_per_minute` (429 beyond it).
+    pub fn write_call(&self, caller: &Caller) -> Result<(), Refused> {
+        let Caller::Tenant(name) = caller else { return Ok(()) };
+        let Some((quota, bucket)) =
+            self.tenants.get(name).and_then(|t| Some((t.cfg.api_writes_per_minute?, t.api_writes.as_ref()?)))
+        else {
+            return Ok(());
+        };
+        bucket.try_spend(1.0).map_err(|wait| {
+            let secs = wait.as_secs() + 1;
+            let mut r = Refused::new(
+                429,
+                format!("tenant `{name}` has made its {quota} API calls that change something this minute (api_writes_per_minute); try again in {secs} s"),
+            );
+            r.retry_after = Some(secs);
+            r
+        })
+    }
+
     pub fn caller(&self, token: Option<&str>) -> Result<Caller, Refused> {
         let Some(token) = token.filter(|t| !t.is_empty()) else {
             return Err(Refused::new(401, "no token: send `Authorization: Bearer <token>`"));
@@ -179,6 +209,7 @@ impl Server {
                 status: 403,
                 message: format!("tenant `{}` is not granted what this pipeline reaches", tenant.name),
                 refused: r.into_iter().map(|r| r.0).collect(),
+                retry_after: None,
             }
         })?;
         let id = format!("{}.{}", tenant.name, file.pipeline.name);

@@ -16,11 +16,53 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// An amount per minute: a bucket that holds at most one minute's amount and refills
+/// continuously. Spending may overdraw it; the debt is paid back by waiting.
+#[derive(Debug)]
+pub struct PerMinute {
+    per_minute: f64,
+    bucket: Mutex<Bucket>,
+}
+
+impl PerMinute {
+    /// A full bucket of `per_minute` (above zero).
+    pub fn new(per_minute: f64) -> Self {
+        Self { per_minute, bucket: Mutex::new(Bucket { level: per_minute, at: Instant::now() }) }
+    }
+
+    /// Take `amount`; returns how long until the bucket is out of debt (zero when it is not).
+    pub fn spend(&self, amount: f64) -> Duration {
+        let rate = self.per_minute / 60.0;
+        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let refilled = now.duration_since(b.at).as_secs_f64() * rate;
+        b.level = (b.level + refilled).min(self.per_minute) - amount;
+        b.at = now;
+        if b.level >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-b.level / rate) }
+    }
+
+    /// Take `amount` only if the bucket holds it; else returns how long until it will.
+    pub fn try_spend(&self, amount: f64) -> Result<(), Duration> {
+        let rate = self.per_minute / 60.0;
+        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let level = (b.level + now.duration_since(b.at).as_secs_f64() * rate).min(self.per_minute);
+        b.level = level;
+        b.at = now;
+        if level >= amount {
+            b.level -= amount;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((amount - level) / rate))
+        }
+    }
+}
+
 /// CPU time per minute, shared; see the module docs.
 #[derive(Debug)]
 pub struct CpuBudget {
     per_minute: Duration,
-    bucket: Mutex<Bucket>,
+    bucket: PerMinute,
     /// CPU time spent, in total (nanoseconds).
     spent: AtomicU64,
     /// Time calls were paused for, in total (nanoseconds).
@@ -29,7 +71,7 @@ pub struct CpuBudget {
 
 #[derive(Debug)]
 struct Bucket {
-    /// Seconds of CPU left; below zero when overspent.
+    /// What is left; below zero when overspent.
     level: f64,
     at: Instant,
 }
@@ -44,7 +86,7 @@ impl CpuBudget {
         let per_minute = per_minute.max(Duration::from_millis(1));
         Self {
             per_minute,
-            bucket: Mutex::new(Bucket { level: per_minute.as_secs_f64(), at: Instant::now() }),
+            bucket: PerMinute::new(per_minute.as_secs_f64()),
             spent: AtomicU64::new(0),
             paused: AtomicU64::new(0),
         }
@@ -54,21 +96,11 @@ impl CpuBudget {
         self.per_minute
     }
 
-    /// CPU seconds refilled per second.
-    fn rate(&self) -> f64 {
-        self.per_minute.as_secs_f64() / 60.0
-    }
-
     /// Take `cpu` from the budget; returns how long the spender must pause for the budget to be
     /// out of debt again (zero when it is not in debt).
     pub fn spend(&self, cpu: Duration) -> Duration {
         self.spent.fetch_add(nanos(cpu), Ordering::Relaxed);
-        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let refilled = now.duration_since(b.at).as_secs_f64() * self.rate();
-        b.level = (b.level + refilled).min(self.per_minute.as_secs_f64()) - cpu.as_secs_f64();
-        b.at = now;
-        if b.level >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-b.level / self.rate()) }
+        self.bucket.spend(cpu.as_secs_f64())
     }
 
     /// How long until the budget is out of debt (zero when it is not in debt).
@@ -142,6 +174,14 @@ mod tests {
         let full = CpuBudget::new(Duration::from_secs(6));
         std::thread::sleep(Duration::from_millis(20));
         assert!(full.spend(Duration::from_millis(6001)) > Duration::ZERO);
+    }
+
+    #[test]
+    fn try_spend_takes_only_what_the_bucket_holds() {
+        let b = PerMinute::new(3.0); // one every 20 s
+        assert_eq!((b.try_spend(1.0), b.try_spend(1.0), b.try_spend(1.0)), (Ok(()), Ok(()), Ok(())));
+        let wait = b.try_spend(1.0).unwrap_err();
+        assert!(wait > Duration::from_secs(15) && wait <= Duration::from_secs(20), "{wait:?}");
     }
 
     #[test]

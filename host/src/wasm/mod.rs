@@ -24,7 +24,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
-pub use budget::CpuBudget;
+pub use budget::{CpuBudget, PerMinute};
 pub use cache::{CacheOutcome, ComponentCache};
 pub use error::PluginError;
 pub use instance::{DecoderInstance, PluginInfo, TransformInstance};

@@ -77,6 +77,7 @@ connections = ["dw"]
 write = ["gamma.*"]
 plugin_timeout = "2s"
 plugin_cpu_per_minute = "{gamma_cpu}s"
+api_writes_per_minute = 2
 "#,
         admin = sha256(ADMIN),
         alpha = sha256(ALPHA),
@@ -458,7 +459,8 @@ fn series(metrics: &str, name: &str) -> Option<f64> {
 
 /// A tenant's CPU budget per minute bounds what its plugins spend together: a plugin that loops
 /// is paused (not failed) once the budget is spent, and spends no more than it refills, while
-/// another tenant's plugin pipeline runs to its end.
+/// another tenant's plugin pipeline runs to its end. Its quota of API calls that change
+/// something answers 429 beyond it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpu_budget_per_minute_pauses_a_tenants_plugins() {
     let doris = Doris::start().await;
@@ -498,6 +500,30 @@ async fn a_cpu_budget_per_minute_pauses_a_tenants_plugins() {
     assert_eq!(beta["rows_out"], 20_000);
     assert_eq!(doris.sql("SELECT count(*), count(DISTINCT id) FROM beta.students"), ["20000\t20000"]);
     assert_eq!(doris.sql("SELECT count(*) FROM gamma.spin"), ["0"]);
+    // gamma's second call that changes something is its last this minute (one every 30 s).
+    let (st, _) = s.submit(GAMMA, "[pipeline").await;
+    assert_eq!(st, 400);
+    let r = s
+        .http
+        .post(format!("{}/api/v1/pipelines", s.url))
+        .bearer_auth(GAMMA)
+        .header("Content-Type", "application/toml")
+        .body("[pipeline")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    let wait: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=31).contains(&wait), "Retry-After: {wait}");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["error"],
+        format!(
+            "tenant `gamma` has made its 2 API calls that change something this minute (api_writes_per_minute); try again in {wait} s"
+        )
+    );
+    // Reading is not counted.
+    assert_eq!(s.get("/api/v1/pipelines/gamma.spin", GAMMA).await.0, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
