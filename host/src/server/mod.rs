@@ -118,16 +118,12 @@ impl Server {
         Ok(Arc::new(Server { cfg, data_dir, connections, tenants, pipelines: Mutex::new(BTreeMap::new()), metrics }))
     }
 
-    /// The caller a bearer token belongs to.
     /// Count one call of `caller` that changes something against its tenant's
     /// `api_writes_per_minute` (429 beyond it).
     pub fn write_call(&self, caller: &Caller) -> Result<(), Refused> {
         let Caller::Tenant(name) = caller else { return Ok(()) };
-        let Some((quota, bucket)) =
-            self.tenants.get(name).and_then(|t| Some((t.cfg.api_writes_per_minute?, t.api_writes.as_ref()?)))
-        else {
-            return Ok(());
-        };
+        let Some(t) = self.tenants.get(name) else { return Ok(()) };
+        let (Some(quota), Some(bucket)) = (t.cfg.api_writes_per_minute, &t.api_writes) else { return Ok(()) };
         bucket.try_spend(1.0).map_err(|wait| {
             let secs = wait.as_secs() + 1;
             let mut r = Refused::new(
@@ -139,6 +135,7 @@ impl Server {
         })
     }
 
+    /// The caller a bearer token belongs to.
     pub fn caller(&self, token: Option<&str>) -> Result<Caller, Refused> {
         let Some(token) = token.filter(|t| !t.is_empty()) else {
             return Err(Refused::new(401, "no token: send `Authorization: Bearer <token>`"));

@@ -30,30 +30,35 @@ impl PerMinute {
         Self { per_minute, bucket: Mutex::new(Bucket { level: per_minute, at: Instant::now() }) }
     }
 
-    /// Take `amount`; returns how long until the bucket is out of debt (zero when it is not).
-    pub fn spend(&self, amount: f64) -> Duration {
-        let rate = self.per_minute / 60.0;
+    /// Refilled per second.
+    fn rate(&self) -> f64 {
+        self.per_minute / 60.0
+    }
+
+    /// The bucket, refilled up to now.
+    fn refilled(&self) -> std::sync::MutexGuard<'_, Bucket> {
         let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        let refilled = now.duration_since(b.at).as_secs_f64() * rate;
-        b.level = (b.level + refilled).min(self.per_minute) - amount;
+        b.level = (b.level + now.duration_since(b.at).as_secs_f64() * self.rate()).min(self.per_minute);
         b.at = now;
-        if b.level >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-b.level / rate) }
+        b
+    }
+
+    /// Take `amount`; returns how long until the bucket is out of debt (zero when it is not).
+    pub fn spend(&self, amount: f64) -> Duration {
+        let mut b = self.refilled();
+        b.level -= amount;
+        if b.level >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-b.level / self.rate()) }
     }
 
     /// Take `amount` only if the bucket holds it; else returns how long until it will.
     pub fn try_spend(&self, amount: f64) -> Result<(), Duration> {
-        let rate = self.per_minute / 60.0;
-        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let level = (b.level + now.duration_since(b.at).as_secs_f64() * rate).min(self.per_minute);
-        b.level = level;
-        b.at = now;
-        if level >= amount {
+        let mut b = self.refilled();
+        if b.level >= amount {
             b.level -= amount;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((amount - level) / rate))
+            Err(Duration::from_secs_f64((amount - b.level) / self.rate()))
         }
     }
 }
@@ -61,7 +66,6 @@ impl PerMinute {
 /// CPU time per minute, shared; see the module docs.
 #[derive(Debug)]
 pub struct CpuBudget {
-    per_minute: Duration,
     bucket: PerMinute,
     /// CPU time spent, in total (nanoseconds).
     spent: AtomicU64,
@@ -83,17 +87,11 @@ fn nanos(d: Duration) -> u64 {
 impl CpuBudget {
     /// A full budget of `per_minute` CPU time (at least a millisecond).
     pub fn new(per_minute: Duration) -> Self {
-        let per_minute = per_minute.max(Duration::from_millis(1));
         Self {
-            per_minute,
-            bucket: PerMinute::new(per_minute.as_secs_f64()),
+            bucket: PerMinute::new(per_minute.max(Duration::from_millis(1)).as_secs_f64()),
             spent: AtomicU64::new(0),
             paused: AtomicU64::new(0),
         }
-    }
-
-    pub fn per_minute(&self) -> Duration {
-        self.per_minute
     }
 
     /// Take `cpu` from the budget; returns how long the spender must pause for the budget to be
