@@ -66,6 +66,8 @@ pub enum AlterOp {
     Rename(String),
     /// MODIFY COMMENT '…'
     ModifyComment(String),
+    /// ENABLE FEATURE "name" [WITH PROPERTIES (…)]
+    EnableFeature(String, Vec<(String, String)>),
 }
 
 /// Error of the front-end: a Doris-style syntax error text.
@@ -585,8 +587,12 @@ impl<'a> Parser<'a> {
                 }
             } else if self.eat_kw("SET") {
                 ops.push(AlterOp::SetProperties(self.properties()?));
+            } else if self.eat_kws(&["ENABLE", "FEATURE"]) {
+                let feature = self.string()?;
+                let props = if self.eat_kws(&["WITH", "PROPERTIES"]) { self.properties()? } else { Vec::new() };
+                ops.push(AlterOp::EnableFeature(feature, props));
             } else {
-                return self.unexpected("ADD, DROP, MODIFY, RENAME or SET");
+                return self.unexpected("ADD, DROP, MODIFY, RENAME, SET or ENABLE FEATURE");
             }
             if !self.eat(&Token::Comma) {
                 break;

@@ -32,8 +32,8 @@ enum Shape {
         /// Its top-level array holds the rows.
         strip_outer_array: bool,
     },
-    /// An Arrow IPC stream.
-    Arrow,
+    /// An Arrow IPC stream or a Parquet file.
+    Batches(Format),
 }
 
 /// Counts the rows of a body that is not stored, chunk by chunk as it arrives.
@@ -54,7 +54,7 @@ impl RowCounter {
             // doris-lite splits JSON lines on `\n` whatever the line_delimiter (see load.rs).
             Format::Json if opts.read_json_by_line => (Shape::Lines, b"\n".to_vec(), 0),
             Format::Json => (Shape::JsonDocument { strip_outer_array: opts.strip_outer_array }, Vec::new(), 0),
-            Format::Arrow => (Shape::Arrow, Vec::new(), 0),
+            Format::Arrow | Format::Parquet => (Shape::Batches(opts.format), Vec::new(), 0),
         };
         RowCounter { shape, gzip: opts.gzip, buffered: Vec::new(), lines: LineCounter::new(delimiter, skip as u64) }
     }
@@ -106,7 +106,7 @@ impl RowCounter {
         match self.shape {
             Shape::Lines => Ok(self.lines.finish()),
             Shape::JsonDocument { strip_outer_array } => Ok(json_document_rows(&body, strip_outer_array)),
-            Shape::Arrow => arrow_rows(&body),
+            Shape::Batches(format) => batch_rows(&body, format),
         }
     }
 }
@@ -119,14 +119,11 @@ fn json_document_rows(body: &[u8], strip_outer_array: bool) -> u64 {
     1
 }
 
-/// Rows of an Arrow IPC stream.
-fn arrow_rows(body: &[u8]) -> Result<u64, LoadError> {
-    let bad =
-        |e: arrow::error::ArrowError| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the arrow stream: {e}"));
-    let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None).map_err(bad)?;
+/// Rows of an Arrow IPC stream or a Parquet file.
+fn batch_rows(body: &[u8], format: Format) -> Result<u64, LoadError> {
     let mut rows = 0u64;
-    for batch in reader {
-        rows += batch.map_err(bad)?.num_rows() as u64;
+    for batch in crate::load::record_batches(body, format)? {
+        rows += batch?.num_rows() as u64;
     }
     Ok(rows)
 }

@@ -10,6 +10,7 @@ use crate::ddl::{AlterOp, ColumnPosition, CreateTable, ObjectName, Parser, Synta
 use crate::persist::{LogRecord, WriteAheadLog};
 use crate::storage::{Buckets, Distribution, KeysType, Table, TableSchema, TableWrite, Tso};
 use crate::types::{DorisType, Value};
+use datafusion::sql::sqlparser::tokenizer::Token;
 
 /// Engine-level limits and switches.
 #[derive(Debug, Clone)]
@@ -141,6 +142,69 @@ pub struct Database {
     pub tables: BTreeMap<String, Table>,
     /// Labels → txn id.
     pub labels: HashMap<String, i64>,
+    /// Views by name.
+    pub views: BTreeMap<String, View>,
+}
+
+/// A view: a stored query, planned anew whenever it is read.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// Id (from the same allocator as tables).
+    pub id: i64,
+    /// Column names (and comments) given at creation; empty = the query's own names.
+    pub columns: Vec<(String, String)>,
+    /// COMMENT.
+    pub comment: String,
+    /// The defining query, as written.
+    pub query: String,
+}
+
+/// `CREATE [OR REPLACE] VIEW [IF NOT EXISTS] name [(col [COMMENT 'c'], …)] [COMMENT 'c'] AS query`
+/// or `ALTER VIEW name [(…)] AS query`, parsed.
+#[derive(Debug)]
+pub struct ViewDef {
+    /// Name.
+    pub name: ObjectName,
+    /// OR REPLACE / ALTER.
+    pub replace: bool,
+    /// IF NOT EXISTS.
+    pub if_not_exists: bool,
+    /// ALTER VIEW (the view must exist).
+    pub alter: bool,
+    /// The view.
+    pub view: View,
+}
+
+/// Parses a CREATE / ALTER VIEW statement.
+pub fn parse_view(sql: &str) -> Result<ViewDef, EngineError> {
+    let mut p = Parser::new(sql)?;
+    let alter = p.eat_kw("ALTER");
+    if !alter {
+        p.expect_kw("CREATE")?;
+    }
+    let replace = alter || p.eat_kws(&["OR", "REPLACE"]);
+    p.expect_kw("VIEW")?;
+    let if_not_exists = !alter && p.eat_kws(&["IF", "NOT", "EXISTS"]);
+    let name = p.object_name()?;
+    let mut columns = Vec::new();
+    if p.eat(&Token::LParen) {
+        loop {
+            let c = p.ident()?;
+            let comment = if p.eat_kw("COMMENT") { p.string()? } else { String::new() };
+            columns.push((c, comment));
+            if !p.eat(&Token::Comma) {
+                break;
+            }
+        }
+        p.expect(&Token::RParen)?;
+    }
+    let comment = if p.eat_kw("COMMENT") { p.string()? } else { String::new() };
+    p.expect_kw("AS")?;
+    let query = p.rest().trim().to_string();
+    if query.is_empty() {
+        return Err(EngineError::Syntax(format!("Syntax error: a view needs a query after AS: {sql}")));
+    }
+    Ok(ViewDef { name, replace, if_not_exists, alter, view: View { id: 0, columns, comment, query } })
 }
 
 /// Everything behind the engine lock.
@@ -158,6 +222,55 @@ pub struct State {
     pub next_txn: i64,
     /// Error logs by file name.
     pub error_logs: HashMap<String, String>,
+    /// Schema-change jobs, oldest first (`SHOW ALTER TABLE COLUMN`).
+    pub alter_jobs: Vec<AlterJob>,
+}
+
+/// A schema-change job: an ALTER TABLE that rewrites data (a column's type or position). Light
+/// changes (adding or dropping a value column, renames, comments, lengthening a VARCHAR) change
+/// metadata only and make no job, as in Doris. doris-lite converts the rows at once, so every job
+/// it lists is FINISHED.
+#[derive(Debug, Clone)]
+pub struct AlterJob {
+    /// JobId.
+    pub job_id: i64,
+    /// Database.
+    pub db: String,
+    /// TableName (also the base index's name).
+    pub table: String,
+    /// CreateTime (ms).
+    pub create_ms: i64,
+    /// FinishTime (ms).
+    pub finish_ms: i64,
+    /// IndexId of the new index.
+    pub index_id: i64,
+    /// OriginIndexId.
+    pub origin_index_id: i64,
+    /// The table's schema version after the job.
+    pub schema_version: i64,
+    /// TransactionId (the watershed transaction).
+    pub txn_id: i64,
+}
+
+/// Whether an ALTER TABLE operation rewrites data in Doris (a schema-change job) rather than
+/// changing metadata only.
+fn is_heavy(t: &Table, op: &AlterOp) -> bool {
+    match op {
+        AlterOp::ModifyColumn(col, false, pos) => {
+            let Some(old) = t.schema.column_index(&col.name).map(|i| &t.schema.columns[i].ty) else { return false };
+            let lengthened = match (old, &col.ty) {
+                (DorisType::Varchar(a), DorisType::Varchar(b)) => b >= a,
+                (DorisType::Varchar(_) | DorisType::String, DorisType::String) => true,
+                (a, b) => a == b,
+            };
+            !lengthened || *pos != ColumnPosition::Default
+        }
+        _ => false,
+    }
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 impl State {
@@ -453,9 +566,12 @@ impl Engine {
         // The table must still exist with the shape the rows were parsed against (an ALTER may
         // have run during the load).
         let ncols = st.table(&db, &table)?.schema.columns.len();
-        if let TableWrite::Rows { ops, partial } = &write
-            && (ops.iter().any(|o| o.values.len() != ncols) || partial.as_ref().is_some_and(|p| p.len() != ncols))
-        {
+        let (ops, partial) = match &write {
+            TableWrite::Rows { ops, partial } => (&ops[..], partial.as_ref()),
+            TableWrite::Overwrite(ops) => (&ops[..], None),
+            TableWrite::DeleteRowIds(_) => (&[][..], None),
+        };
+        if ops.iter().any(|o| o.values.len() != ncols) || partial.is_some_and(|p| p.len() != ncols) {
             return Err(EngineError::Other(format!(
                 "the schema of table [{table}] changed during the load, please retry"
             )));
@@ -768,6 +884,39 @@ fn check_ttl(props: &[(String, String)]) -> Result<(), EngineError> {
 /// Executes one DDL statement against the state; returns an info string.
 pub fn ddl_in_state(st: &mut State, current: Option<&str>, sql: &str) -> Result<String, EngineError> {
     let mut p = Parser::new(sql)?;
+    if p.is_kw_at(1, "VIEW") && (p.is_kw("ALTER") || p.is_kw("CREATE")) || p.is_kw_at(1, "OR") {
+        let def = parse_view(sql)?;
+        let db = resolve_db(&def.name, current)?.to_string();
+        let name = def.name.name.clone();
+        if st.db(&db)?.tables.contains_key(&name) {
+            return Err(EngineError::TableExists(name));
+        }
+        let existing = st.db(&db)?.views.get(&name).map(|v| v.id);
+        let id = match existing {
+            Some(_) if def.if_not_exists => return Ok(String::new()),
+            Some(_) if !def.replace => return Err(EngineError::TableExists(name)),
+            None if def.alter => return Err(EngineError::UnknownTable(name, db)),
+            Some(id) => id,
+            None => {
+                st.next_id += 1;
+                st.next_id
+            }
+        };
+        st.db_mut(&db)?.views.insert(name, View { id, ..def.view });
+        return Ok(String::new());
+    }
+    if p.is_kw("DROP") && p.is_kw_at(1, "VIEW") {
+        p.advance();
+        p.advance();
+        let ie = p.eat_kws(&["IF", "EXISTS"]);
+        let name = p.object_name()?;
+        p.expect_end()?;
+        let db = resolve_db(&name, current)?.to_string();
+        if st.db_mut(&db)?.views.remove(&name.name).is_none() && !ie {
+            return Err(EngineError::UnknownTable(name.name, db));
+        }
+        return Ok(String::new());
+    }
     if p.eat_kw("CREATE") {
         if p.eat_kw("DATABASE") || p.eat_kw("SCHEMA") {
             let ine = p.eat_kws(&["IF", "NOT", "EXISTS"]);
@@ -799,7 +948,7 @@ pub fn ddl_in_state(st: &mut State, current: Option<&str>, sql: &str) -> Result<
             let ct = p.create_table_body(name.clone(), ine)?;
             build_schema(&ct)?
         };
-        if st.db(&db)?.tables.contains_key(&name.name) {
+        if st.db(&db)?.tables.contains_key(&name.name) || st.db(&db)?.views.contains_key(&name.name) {
             return if ine { Ok(String::new()) } else { Err(EngineError::TableExists(name.name)) };
         }
         st.next_id += 1;
@@ -844,9 +993,28 @@ pub fn ddl_in_state(st: &mut State, current: Option<&str>, sql: &str) -> Result<
         let name = p.object_name()?;
         let db = resolve_db(&name, current)?.to_string();
         let ops = p.alter_ops()?;
-        st.table(&db, &name.name)?;
+        let t = st.table(&db, &name.name)?;
+        let heavy = ops.iter().any(|op| is_heavy(t, op));
+        let origin_index_id = t.id;
+        let create_ms = wall_ms();
         for op in ops {
             alter(st, &db, &name.name, op)?;
+        }
+        if heavy {
+            st.next_id += 2;
+            let schema_version = 1 + st.alter_jobs.iter().filter(|j| j.db == db && j.table == name.name).count() as i64;
+            let job = AlterJob {
+                job_id: st.next_id - 1,
+                db,
+                table: name.name,
+                create_ms,
+                finish_ms: wall_ms(),
+                index_id: st.next_id,
+                origin_index_id,
+                schema_version,
+                txn_id: st.next_txn,
+            };
+            st.alter_jobs.push(job);
         }
         return Ok(String::new());
     }
@@ -999,6 +1167,40 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
         AlterOp::ModifyComment(c) => {
             t.schema.comment = c;
             t.touch();
+        }
+        AlterOp::EnableFeature(feature, props) => {
+            let unique = t.schema.keys_type == KeysType::Unique;
+            match feature.to_ascii_uppercase().as_str() {
+                // The delete sign is always there on UNIQUE tables.
+                "BATCH_DELETE" if unique => {}
+                "BATCH_DELETE" => {
+                    return Err(EngineError::Other("Batch delete only supported in unique tables.".into()));
+                }
+                "SEQUENCE_LOAD" if !unique => {
+                    return Err(EngineError::Other("Sequence load only supported in unique tables.".into()));
+                }
+                "SEQUENCE_LOAD" => {
+                    let Some((_, ty)) = props.iter().find(|(k, _)| k == "function_column.sequence_type") else {
+                        return Err(EngineError::Other(
+                            "Sequence load need property function_column.sequence_type".into(),
+                        ));
+                    };
+                    DorisType::from_parts(ty, &[], ty).map_err(EngineError::Other)?;
+                    if t.schema.has_sequence() {
+                        return Err(EngineError::Other(
+                            "Can not enable sequence column support, already supported sequence column.".into(),
+                        ));
+                    }
+                    t.schema.properties.push(("function_column.sequence_type".into(), ty.clone()));
+                    t.touch();
+                }
+                "UPDATE_FLEXIBLE_COLUMNS" => {
+                    return Err(EngineError::Other(format!(
+                        "doris-lite does not support flexible partial updates (UPDATE_FLEXIBLE_COLUMNS) on table `{table}`"
+                    )));
+                }
+                _ => return Err(EngineError::Other(format!("unknown feature name: {feature}"))),
+            }
         }
         AlterOp::Rename(_) => {}
     }

@@ -247,6 +247,81 @@ impl ScalarUDFImpl for StrToDate {
     }
 }
 
+/// Rewrites MySQL's `group_concat([DISTINCT] expr [, sep | SEPARATOR sep] [ORDER BY …])` into
+/// DataFusion's `string_agg` (or `array_agg` when DISTINCT) (Doris' default separator is `", "`). Text that does not tokenize
+/// is returned unchanged, so its error comes from the planner.
+pub fn rewrite_group_concat(sql: &str) -> String {
+    use datafusion::sql::sqlparser::tokenizer::Token;
+    if !sql.to_ascii_lowercase().contains("group_concat") {
+        return sql.to_string();
+    }
+    let Ok(tokens) = crate::sql::token_ranges(sql) else { return sql.to_string() };
+    let solid: Vec<&(Token, std::ops::Range<usize>)> =
+        tokens.iter().filter(|(t, _)| !matches!(t, Token::Whitespace(_))).collect();
+    let is_word = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.value.eq_ignore_ascii_case(w));
+    for (i, (t, r)) in solid.iter().enumerate() {
+        if !is_word(t, "group_concat") || !matches!(solid.get(i + 1), Some((Token::LParen, _))) {
+            continue;
+        }
+        // The matching parenthesis, and the top-level markers inside.
+        let mut depth = 0;
+        let (mut comma, mut separator, mut order, mut close) = (None, None, None, None);
+        for (j, (tj, _)) in solid.iter().enumerate().skip(i + 1) {
+            match tj {
+                Token::LParen => depth += 1,
+                Token::RParen => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(j);
+                        break;
+                    }
+                }
+                Token::Comma if depth == 1 && comma.is_none() && separator.is_none() => comma = Some(j),
+                _ if depth == 1 && is_word(tj, "SEPARATOR") => separator = Some(j),
+                _ if depth == 1
+                    && is_word(tj, "ORDER")
+                    && matches!(solid.get(j + 1), Some((t, _)) if is_word(t, "BY")) =>
+                {
+                    order = Some(j)
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = close else { return sql.to_string() };
+        let mut first = i + 2;
+        let distinct = solid.get(first).is_some_and(|(t, _)| is_word(t, "DISTINCT"));
+        if distinct {
+            first += 1;
+        }
+        let expr_end = [comma, separator, order].into_iter().flatten().min().unwrap_or(close);
+        if first >= expr_end {
+            return sql.to_string();
+        }
+        let text = |a: usize, b: usize| sql[solid[a].1.start..solid[b - 1].1.end].to_string();
+        let expr = rewrite_group_concat(&text(first, expr_end));
+        // MySQL writes `expr [ORDER BY …] [SEPARATOR s]`, Doris also `expr, s [ORDER BY …]`: each
+        // clause runs to the next marker after it, or to the closing parenthesis.
+        let end_of =
+            |at: usize| [comma, separator, order].into_iter().flatten().filter(|&m| m > at).min().unwrap_or(close);
+        let sep = match comma.or(separator) {
+            Some(at) if at + 1 < end_of(at) => text(at + 1, end_of(at)),
+            Some(_) => return sql.to_string(),
+            None => "', '".to_string(),
+        };
+        let order_by = order.map(|o| format!(" {}", text(o, end_of(o)))).unwrap_or_default();
+        // DataFusion sorts a DISTINCT aggregate only by its own argument: the distinct values are
+        // gathered in their own type (so numbers sort as numbers), then joined.
+        let replaced = if distinct {
+            format!("array_to_string(array_agg(DISTINCT {expr}{order_by}), {sep})")
+        } else {
+            format!("string_agg(CAST({expr} AS VARCHAR), {sep}{order_by})")
+        };
+        let rest = rewrite_group_concat(&sql[solid[close].1.end..]);
+        return format!("{}{replaced}{rest}", &sql[..r.start]);
+    }
+    sql.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,8 @@ pub enum Format {
     Json,
     /// arrow (an Arrow IPC stream; columns matched by name)
     Arrow,
+    /// parquet (a whole Parquet file; columns matched by name)
+    Parquet,
 }
 
 /// `merge_type`.
@@ -206,7 +208,8 @@ pub fn parse_options(get: &dyn Fn(&str) -> Option<String>) -> Result<LoadOptions
         "csv_with_names_and_types" => Format::Csv(2),
         "json" => Format::Json,
         "arrow" => Format::Arrow,
-        "parquet" | "orc" => {
+        "parquet" => Format::Parquet,
+        "orc" => {
             return Err(format!("[NOT_IMPLEMENTED_ERROR]format {format_raw} is not supported by doris-lite yet"));
         }
         _ => {
@@ -609,6 +612,32 @@ impl CsvSplitter {
     }
 }
 
+/// The record batches of an `arrow` (IPC stream) or `parquet` (file) body.
+pub(crate) fn record_batches(
+    body: &[u8],
+    format: Format,
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, LoadError>> + '_>, LoadError> {
+    if format == Format::Parquet {
+        let bad = |e: parquet::errors::ParquetError| {
+            LoadError(format!("[DATA_QUALITY_ERROR]failed to read the parquet file: {e}"))
+        };
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(body))
+                .map_err(bad)?
+                .build()
+                .map_err(bad)?;
+        return Ok(Box::new(
+            reader
+                .map(|b| b.map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the parquet file: {e}")))),
+        ));
+    }
+    let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)
+        .map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the arrow stream: {e}")))?;
+    Ok(Box::new(
+        reader.map(|b| b.map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the arrow stream: {e}")))),
+    ))
+}
+
 /// Parses the body into records of field texts. Records that cannot be split are filtered
 /// with their reason.
 fn for_each_record(
@@ -637,13 +666,10 @@ fn for_each_record(
                 }
             });
         }
-        Format::Arrow => {
-            let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)
-                .map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the arrow stream: {e}")))?;
+        Format::Arrow | Format::Parquet => {
             let fmt = FormatOptions::default();
-            for batch in reader {
-                let batch = batch
-                    .map_err(|e| LoadError(format!("[DATA_QUALITY_ERROR]failed to read the arrow stream: {e}")))?;
+            for batch in record_batches(body, opts.format)? {
+                let batch = batch?;
                 let schema = batch.schema();
                 let cols: Vec<Option<usize>> = names
                     .iter()

@@ -15,10 +15,11 @@ use datafusion::catalog::{
     CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider, TableProvider,
 };
 use datafusion::common::ScalarValue;
-use datafusion::datasource::MemTable;
+use datafusion::datasource::{MemTable, ViewTable};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility, create_udf,
+    ColumnarValue, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    create_udf,
 };
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::tokenizer::Token;
@@ -337,7 +338,7 @@ impl VarProvider for SessionVars {
 #[derive(Debug)]
 struct DorisCatalog {
     engine: Arc<Engine>,
-    show_hidden: bool,
+    session: Arc<Session>,
 }
 
 impl CatalogProvider for DorisCatalog {
@@ -359,7 +360,7 @@ impl CatalogProvider for DorisCatalog {
                 st.dbs.keys().find(|d| d.eq_ignore_ascii_case(name))?.clone()
             }
         };
-        Some(Arc::new(DorisSchema { engine: self.engine.clone(), db, show_hidden: self.show_hidden }))
+        Some(Arc::new(DorisSchema { engine: self.engine.clone(), db, session: self.session.clone() }))
     }
 }
 
@@ -367,39 +368,62 @@ impl CatalogProvider for DorisCatalog {
 struct DorisSchema {
     engine: Arc<Engine>,
     db: String,
-    show_hidden: bool,
+    session: Arc<Session>,
+}
+
+impl DorisSchema {
+    /// A view, planned in a session whose database is the view's.
+    async fn view_table(&self, view: crate::engine::View) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
+        let mut vs = (*self.session).clone();
+        vs.db = Some(self.db.clone());
+        let plan = Box::pin(view_plan(&self.engine, &vs, &view)).await?;
+        Ok(Some(Arc::new(ViewTable::new(plan, Some(view.query)))))
+    }
 }
 
 #[async_trait]
 impl SchemaProvider for DorisSchema {
     fn table_names(&self) -> Vec<String> {
-        self.engine.lock().dbs.get(&self.db).map(|d| d.tables.keys().cloned().collect()).unwrap_or_default()
+        self.engine
+            .lock()
+            .dbs
+            .get(&self.db)
+            .map(|d| d.tables.keys().chain(d.views.keys()).cloned().collect())
+            .unwrap_or_default()
     }
 
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
-        let batches = {
+        let show_hidden = self.session.var_true("show_hidden_columns");
+        let view = {
             let mut st = self.engine.lock();
             let Some(d) = st.dbs.get_mut(&self.db) else {
                 return Ok(None);
             };
-            let key = if d.tables.contains_key(name) {
-                name.to_string()
-            } else {
-                match d.tables.keys().find(|t| t.eq_ignore_ascii_case(name)) {
-                    Some(k) => k.clone(),
+            let key = match d.tables.get_key_value(name) {
+                Some((k, _)) => Some(k.clone()),
+                None => d.tables.keys().find(|t| t.eq_ignore_ascii_case(name)).cloned(),
+            };
+            if let Some(t) = key.and_then(|k| d.tables.get_mut(&k)) {
+                let batches = t.tablet_snapshots(show_hidden).map_err(DataFusionError::Execution)?;
+                return Ok(Some(mem_table(batches)?));
+            }
+            match d.views.get(name) {
+                Some(v) => v.clone(),
+                None => match d.views.iter().find(|(v, _)| v.eq_ignore_ascii_case(name)) {
+                    Some((_, v)) => v.clone(),
                     None => return Ok(None),
-                }
-            };
-            let Some(t) = d.tables.get_mut(&key) else {
-                return Ok(None);
-            };
-            t.tablet_snapshots(self.show_hidden).map_err(DataFusionError::Execution)?
+                },
+            }
         };
-        Ok(Some(mem_table(batches)?))
+        self.view_table(view).await
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.engine.lock().dbs.get(&self.db).is_some_and(|d| d.tables.keys().any(|t| t.eq_ignore_ascii_case(name)))
+        self.engine
+            .lock()
+            .dbs
+            .get(&self.db)
+            .is_some_and(|d| d.tables.keys().chain(d.views.keys()).any(|t| t.eq_ignore_ascii_case(name)))
     }
 }
 
@@ -441,8 +465,18 @@ fn string_batch(names: &[&str], rows: Vec<Vec<Option<String>>>) -> datafusion::e
                         | "numeric_precision"
                         | "numeric_scale"
                         | "character_maximum_length"
+                        | "version"
+                        | "avg_row_length"
+                        | "data_length"
+                        | "max_data_length"
+                        | "index_length"
+                        | "data_free"
+                        | "auto_increment"
+                        | "checksum"
                 ) {
                     DataType::Int64
+                } else if matches!(*n, "create_time" | "update_time" | "check_time") {
+                    DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None)
                 } else {
                     DataType::Utf8
                 };
@@ -458,7 +492,7 @@ fn string_batch(names: &[&str], rows: Vec<Vec<Option<String>>>) -> datafusion::e
             cols.push(Arc::new(a));
         } else {
             let a: arrow::array::StringArray = rows.iter().map(|r| r[i].clone()).collect();
-            cols.push(Arc::new(a));
+            cols.push(arrow::compute::cast(&a, f.data_type())?);
         }
     }
     Ok(RecordBatch::try_new(schema, cols)?)
@@ -474,7 +508,7 @@ impl SchemaProvider for InfoSchema {
         if name.eq_ignore_ascii_case("tso_status") {
             return Ok(Some(mem_table(vec![tso_status_batch(&self.engine)?])?));
         }
-        let st = self.engine.lock();
+        let mut st = self.engine.lock();
         let batch = match name.to_ascii_lowercase().as_str() {
             "schemata" => {
                 let mut rows: Vec<Vec<Option<String>>> = vec![vec![
@@ -505,18 +539,44 @@ impl SchemaProvider for InfoSchema {
                 )?
             }
             "tables" => {
+                // MySQL's 21 columns, filled as Doris fills them for its tables and views.
                 let mut rows = Vec::new();
-                for (db, d) in &st.dbs {
-                    for (tn, t) in &d.tables {
+                let time = |ms: i64| (ms > 0).then(|| time_with_ms(ms)[..19].to_string());
+                for (db, d) in st.dbs.iter_mut() {
+                    for (tn, t) in d.tables.iter_mut() {
+                        let n = t.row_count() as u64;
+                        let bytes = table_bytes(t).map_err(|e| DataFusionError::Execution(e.message))?;
                         rows.push(vec![
                             Some("internal".into()),
                             Some(db.clone()),
                             Some(tn.clone()),
                             Some("BASE TABLE".into()),
                             Some("Doris".into()),
-                            Some(t.row_count().to_string()),
+                            None,
+                            None,
+                            Some(n.to_string()),
+                            Some(bytes.checked_div(n).unwrap_or(0).to_string()),
+                            Some(bytes.to_string()),
+                            None,
+                            None,
+                            None,
+                            None,
+                            time(t.created_ms),
+                            time(t.last_commit_ms),
+                            None,
+                            Some("utf8mb4_0900_bin".into()),
+                            None,
+                            None,
                             Some(t.schema.comment.clone()),
                         ]);
+                    }
+                    for (vn, v) in &d.views {
+                        let mut r: Vec<Option<String>> =
+                            vec![Some("internal".into()), Some(db.clone()), Some(vn.clone()), Some("VIEW".into())];
+                        r.extend([Some("View".into()), None, None, Some("0".into()), Some("0".into())]);
+                        r.extend([Some("0".into()), None, None, None, None, None, None, None]);
+                        r.extend([Some("utf8mb4_0900_bin".into()), None, None, Some(v.comment.clone())]);
+                        rows.push(r);
                     }
                 }
                 string_batch(
@@ -526,7 +586,21 @@ impl SchemaProvider for InfoSchema {
                         "table_name",
                         "table_type",
                         "engine",
+                        "version",
+                        "row_format",
                         "table_rows",
+                        "avg_row_length",
+                        "data_length",
+                        "max_data_length",
+                        "index_length",
+                        "data_free",
+                        "auto_increment",
+                        "create_time",
+                        "update_time",
+                        "check_time",
+                        "table_collation",
+                        "checksum",
+                        "create_options",
                         "table_comment",
                     ],
                     rows,
@@ -966,10 +1040,10 @@ impl Executor {
         };
         match first.as_str() {
             "SELECT" | "WITH" | "VALUES" | "EXPLAIN" => self.query(s, stripped).await,
+            "CREATE" | "ALTER" if p.is_kw_at(1, "VIEW") || p.is_kw_at(1, "OR") => self.create_view(s, stripped).await,
             "CREATE" | "DROP" | "TRUNCATE" | "ALTER" => {
                 if p.is_kw_at(1, "USER")
                     || p.is_kw_at(1, "ROLE")
-                    || p.is_kw_at(1, "VIEW")
                     || p.is_kw_at(1, "MATERIALIZED")
                     || p.is_kw_at(1, "INDEX")
                 {
@@ -991,12 +1065,18 @@ impl Executor {
                 Ok(done())
             }
             "SET" => self.set(s, &mut p),
+            "SHOW" if p.is_kw_at(1, "ALTER") => self.show_alter(s, &mut p).await,
             "SHOW" => self.show(s, &mut p),
             "DESC" | "DESCRIBE" => {
                 p.advance();
                 let name = p.object_name()?;
                 let all = p.eat_kw("ALL");
-                self.desc(s, &name, all)
+                let db = self.resolve(s, &name)?;
+                let view = self.engine.lock().db(&db)?.views.get(&name.name).cloned();
+                match view {
+                    Some(v) => self.desc_view(s, &db, &v).await,
+                    None => self.desc(s, &name, all),
+                }
             }
             "INSERT" => self.insert(s, &mut p).await,
             "DELETE" => self.delete(s, &mut p).await,
@@ -1014,27 +1094,69 @@ impl Executor {
     }
 
     fn context(&self, s: &Session) -> SessionContext {
-        let config = SessionConfig::new()
-            .with_default_catalog_and_schema("internal", s.db.as_deref().unwrap_or(NO_DB))
-            .with_information_schema(false)
-            .with_target_partitions(2)
-            .set_str("datafusion.sql_parser.dialect", "MySQL");
-        let ctx = SessionContext::new_with_config(config);
-        ctx.register_catalog(
-            "internal",
-            Arc::new(DorisCatalog { engine: self.engine.clone(), show_hidden: s.var_true("show_hidden_columns") }),
-        );
-        ctx.register_variable(VarType::System, Arc::new(SessionVars(s.vars.clone())));
-        ctx.register_variable(VarType::UserDefined, Arc::new(SessionVars(BTreeMap::new())));
-        register_doris_functions(&ctx);
-        register_session_functions(&ctx, s);
-        register_from_unixtime(
-            &ctx,
-            crate::changelog::tz_offset_ms(s.vars.get("time_zone").map(String::as_str).unwrap_or("UTC")),
-        );
-        ctx
+        session_context(&self.engine, s)
     }
 
+    /// `CREATE [OR REPLACE] VIEW` / `ALTER VIEW`: the query must plan (against the view's
+    /// database) before the view is stored.
+    async fn create_view(&self, s: &Session, sql: &str) -> Result<Outcome, SqlError> {
+        let def = crate::engine::parse_view(sql)?;
+        let mut vs = s.clone();
+        vs.db = Some(self.resolve(s, &def.name)?);
+        self.engine.lock().db(vs.db.as_deref().unwrap_or_default())?;
+        let plan = view_plan(&self.engine, &vs, &def.view).await.map_err(|e| df_error(e, vs.db.as_deref()))?;
+        if !def.view.columns.is_empty() && def.view.columns.len() != plan.schema().fields().len() {
+            return Err(SqlError::other(format!(
+                "The number of columns of view `{}` ({}) does not match the number of its query's columns ({})",
+                def.name.name,
+                def.view.columns.len(),
+                plan.schema().fields().len()
+            )));
+        }
+        let info = self.engine.ddl(s.db.as_deref(), sql)?;
+        Ok(Outcome::Done { affected: 0, info })
+    }
+}
+
+/// A session's DataFusion context: the internal catalog over the engine, session variables and
+/// Doris' functions.
+fn session_context(engine: &Arc<Engine>, s: &Session) -> SessionContext {
+    let config = SessionConfig::new()
+        .with_default_catalog_and_schema("internal", s.db.as_deref().unwrap_or(NO_DB))
+        .with_information_schema(false)
+        .with_target_partitions(2)
+        .set_str("datafusion.sql_parser.dialect", "MySQL");
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_catalog("internal", Arc::new(DorisCatalog { engine: engine.clone(), session: Arc::new(s.clone()) }));
+    ctx.register_variable(VarType::System, Arc::new(SessionVars(s.vars.clone())));
+    ctx.register_variable(VarType::UserDefined, Arc::new(SessionVars(BTreeMap::new())));
+    register_doris_functions(&ctx);
+    register_session_functions(&ctx, s);
+    register_from_unixtime(
+        &ctx,
+        crate::changelog::tz_offset_ms(s.vars.get("time_zone").map(String::as_str).unwrap_or("UTC")),
+    );
+    ctx
+}
+
+/// The logical plan of a view's query, in a session whose database is the view's.
+async fn view_plan(
+    engine: &Arc<Engine>,
+    s: &Session,
+    view: &crate::engine::View,
+) -> datafusion::error::Result<LogicalPlan> {
+    let ctx = session_context(engine, s);
+    let query = crate::functions::rewrite_group_concat(&crate::ddl::lower_quoted_idents(&view.query));
+    let sql = if view.columns.is_empty() {
+        query
+    } else {
+        let names: Vec<String> = view.columns.iter().map(|(c, _)| format!("`{}`", c.to_ascii_lowercase())).collect();
+        format!("SELECT * FROM ({query}) AS __view({})", names.join(", "))
+    };
+    ctx.state().create_logical_plan(&sql).await
+}
+
+impl Executor {
     async fn run_df(&self, ctx: &SessionContext, s: &Session, sql: &str) -> Result<ResultSet, SqlError> {
         let (schema, batches) = self.run_df_batches(ctx, s, sql).await?;
         batches_to_result(&schema, &batches)
@@ -1049,7 +1171,7 @@ impl Executor {
         sql: &str,
     ) -> Result<(SchemaRef, Vec<RecordBatch>), SqlError> {
         let db = s.db.as_deref();
-        let lowered = crate::ddl::lower_quoted_idents(sql);
+        let lowered = crate::functions::rewrite_group_concat(&crate::ddl::lower_quoted_idents(sql));
         let df = ctx.sql(&lowered).await.map_err(|e| df_error(e, db))?;
         let schema = df.schema().as_arrow().clone();
         let batches = df.collect().await.map_err(|e| df_error(e, db))?;
@@ -1345,6 +1467,9 @@ impl Executor {
             ];
             return Ok(Outcome::Rows(ResultSet::strings(&names, vec![row])));
         }
+        if p.eat_kw("DATA") {
+            return self.show_data(s, p);
+        }
         if p.eat_kw("TABLES") {
             let db = if p.eat_kw("FROM") || p.eat_kw("IN") {
                 p.ident()?
@@ -1354,14 +1479,16 @@ impl Executor {
             let like = like_or_where(p)?;
             let st = self.engine.lock();
             let d = st.db(&db)?;
-            let rows = d
-                .tables
-                .keys()
-                .filter(|n| like.as_deref().is_none_or(|l| like_match(l, n)))
-                .map(|n| {
+            let mut named: Vec<(&String, &str)> = d.tables.keys().map(|n| (n, "BASE TABLE")).collect();
+            named.extend(d.views.keys().map(|n| (n, "VIEW")));
+            named.sort();
+            let rows = named
+                .into_iter()
+                .filter(|(n, _)| like.as_deref().is_none_or(|l| like_match(l, n)))
+                .map(|(n, ty)| {
                     let mut r = vec![Some(n.clone())];
                     if full {
-                        r.push(Some("BASE TABLE".into()));
+                        r.push(Some(ty.into()));
                     }
                     r
                 })
@@ -1377,6 +1504,17 @@ impl Executor {
             let name = p.object_name()?;
             let db = self.resolve(s, &name)?;
             let st = self.engine.lock();
+            if let Some(v) = st.db(&db)?.views.get(&name.name) {
+                return Ok(Outcome::Rows(ResultSet::strings(
+                    &["View", "Create View", "character_set_client", "collation_connection"],
+                    vec![vec![
+                        Some(name.name.clone()),
+                        Some(show_create_view(&name.name, v)),
+                        Some("utf8mb4".into()),
+                        Some("utf8mb4_0900_bin".into()),
+                    ]],
+                )));
+            }
             let t = described(&st, &db, &name.name)?;
             return Ok(Outcome::Rows(ResultSet::strings(
                 &["Table", "Create Table"],
@@ -1569,27 +1707,6 @@ impl Executor {
                 rows,
             )));
         }
-        if p.eat_kws(&["ALTER", "TABLE"]) {
-            // Schema changes are synchronous here: no job is ever pending.
-            return Ok(Outcome::Rows(ResultSet::strings(
-                &[
-                    "JobId",
-                    "TableName",
-                    "CreateTime",
-                    "FinishTime",
-                    "IndexName",
-                    "IndexId",
-                    "OriginIndexId",
-                    "SchemaVersion",
-                    "TransactionId",
-                    "State",
-                    "Msg",
-                    "Progress",
-                    "Timeout",
-                ],
-                Vec::new(),
-            )));
-        }
         if p.eat_kw("PARTITIONS") {
             p.expect_kw("FROM")?;
             let name = p.object_name()?;
@@ -1663,6 +1780,169 @@ impl Executor {
             return Ok(Outcome::Rows(ResultSet::strings(&["Level", "Code", "Message"], Vec::new())));
         }
         Err(SqlError { code: 1064, message: format!("Syntax error: doris-lite does not support SHOW {}", p.rest()) })
+    }
+
+    /// `SHOW ALTER TABLE COLUMN [FROM db] [WHERE …] [ORDER BY …] [LIMIT …]`: the schema-change
+    /// jobs of a database, filtered and ordered as asked.
+    async fn show_alter(&self, s: &Session, p: &mut Parser<'_>) -> Result<Outcome, SqlError> {
+        p.advance();
+        p.expect_kw("ALTER")?;
+        p.expect_kw("TABLE")?;
+        if !p.eat_kw("COLUMN") {
+            return Err(SqlError::other(format!(
+                "doris-lite does not support SHOW ALTER TABLE {}: it has schema-change jobs only (SHOW ALTER TABLE COLUMN)",
+                p.peek()
+            )));
+        }
+        let db = if p.eat_kw("FROM") || p.eat_kw("IN") {
+            p.ident()?
+        } else {
+            s.db.clone().ok_or(EngineError::NoDatabase)?
+        };
+        let rest = p.rest().to_string();
+        const NAMES: [&str; 13] = [
+            "JobId",
+            "TableName",
+            "CreateTime",
+            "FinishTime",
+            "IndexName",
+            "IndexId",
+            "OriginIndexId",
+            "SchemaVersion",
+            "TransactionId",
+            "State",
+            "Msg",
+            "Progress",
+            "Timeout",
+        ];
+        let rows: Vec<Vec<Option<String>>> = {
+            let st = self.engine.lock();
+            st.db(&db)?;
+            st.alter_jobs
+                .iter()
+                .filter(|j| j.db == db)
+                .map(|j| {
+                    vec![
+                        Some(j.job_id.to_string()),
+                        Some(j.table.clone()),
+                        Some(time_with_ms(j.create_ms)),
+                        Some(time_with_ms(j.finish_ms)),
+                        Some(j.table.clone()),
+                        Some(j.index_id.to_string()),
+                        Some(j.origin_index_id.to_string()),
+                        Some(format!("{}:{}", j.schema_version, j.index_id)),
+                        Some(j.txn_id.to_string()),
+                        Some("FINISHED".into()),
+                        Some(String::new()),
+                        Some("N/A".into()),
+                        Some("2592000".into()),
+                    ]
+                })
+                .collect()
+        };
+        let batch = string_batch(&NAMES, rows).map_err(|e| SqlError::other(e.to_string()))?;
+        let ctx = SessionContext::new();
+        ctx.register_table("__alter_jobs", mem_table(vec![batch]).map_err(|e| SqlError::other(e.to_string()))?)
+            .map_err(|e| SqlError::other(e.to_string()))?;
+        let sql = format!("SELECT * FROM __alter_jobs {}", crate::ddl::lower_quoted_idents(&rest));
+        let df = ctx.sql(&sql).await.map_err(|e| df_error(e, Some(&db)))?;
+        let batches = df.collect().await.map_err(|e| df_error(e, Some(&db)))?;
+        let mut out = ResultSet::strings(&NAMES, Vec::new());
+        for b in &batches {
+            let rs = batches_to_result(&b.schema(), std::slice::from_ref(b))?;
+            out.rows.extend(rs.rows);
+        }
+        Ok(Outcome::Rows(out))
+    }
+
+    /// `SHOW DATA [FROM [db.]table]`: the data size of each table of the current database (with
+    /// the database's Total / Quota / Left), or of one table's index. doris-lite keeps one
+    /// replica, no remote storage, and measures a table as the Arrow size of its rows.
+    fn show_data(&self, s: &Session, p: &mut Parser<'_>) -> Result<Outcome, SqlError> {
+        let from = if p.eat_kw("FROM") { Some(p.object_name()?) } else { None };
+        if !p.at_end() {
+            return Err(SqlError::other(format!("doris-lite does not support this SHOW DATA clause: {}", p.rest())));
+        }
+        let mut st = self.engine.lock();
+        if let Some(name) = from {
+            let db = self.resolve(s, &name)?;
+            let t = st.table_mut(&db, &name.name)?;
+            let bytes = table_bytes(t)?;
+            let rows = t.row_count().to_string();
+            let tablets = t.tablets.len().to_string();
+            let names = ["TableName", "IndexName", "Size", "ReplicaCount", "RowCount", "RemoteSize"];
+            let row = vec![
+                Some(name.name.clone()),
+                Some(name.name.clone()),
+                Some(byte_units(bytes)),
+                Some(tablets.clone()),
+                Some(rows),
+                Some(byte_units(0)),
+            ];
+            let total =
+                vec![None, Some("Total".into()), Some(byte_units(bytes)), Some(tablets), None, Some(byte_units(0))];
+            return Ok(Outcome::Rows(ResultSet::strings(&names, vec![row, total])));
+        }
+        let db = s.db.clone().ok_or(EngineError::NoDatabase)?;
+        let d = st.db_mut(&db)?;
+        let mut rows = Vec::new();
+        let (mut total, mut replicas) = (0u64, 0usize);
+        for t in d.tables.values_mut() {
+            let bytes = table_bytes(t)?;
+            total += bytes;
+            replicas += t.tablets.len();
+            rows.push(vec![
+                Some(t.name.clone()),
+                Some(byte_units(bytes)),
+                Some(t.tablets.len().to_string()),
+                Some(byte_units(0)),
+            ]);
+        }
+        // Doris' default quotas: 1 PiB of data and 1073741824 replicas a database.
+        let (quota, replica_quota) = (1u64 << 50, 1_073_741_824usize);
+        rows.push(vec![Some("Total".into()), Some(byte_units(total)), Some(replicas.to_string()), Some(byte_units(0))]);
+        rows.push(vec![
+            Some("Quota".into()),
+            Some(byte_units(quota)),
+            Some(replica_quota.to_string()),
+            Some(String::new()),
+        ]);
+        rows.push(vec![
+            Some("Left".into()),
+            Some(byte_units(quota.saturating_sub(total))),
+            Some(replica_quota.saturating_sub(replicas).to_string()),
+            Some(String::new()),
+        ]);
+        Ok(Outcome::Rows(ResultSet::strings(&["TableName", "Size", "ReplicaCount", "RemoteSize"], rows)))
+    }
+
+    /// DESCRIBE of a view: its query's columns, all nullable, none a key.
+    async fn desc_view(&self, s: &Session, db: &str, v: &crate::engine::View) -> Result<Outcome, SqlError> {
+        let mut vs = s.clone();
+        vs.db = Some(db.to_string());
+        let plan = view_plan(&self.engine, &vs, v).await.map_err(|e| df_error(e, Some(db)))?;
+        let spellings = self.column_spellings();
+        let rows = plan
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let name = match v.columns.get(i) {
+                    Some((c, _)) => c.clone(),
+                    None => spellings.get(f.name().as_str()).cloned().unwrap_or_else(|| f.name().clone()),
+                };
+                vec![
+                    Some(name),
+                    Some(ColKind::of(f.data_type()).doris_name().to_ascii_lowercase()),
+                    Some("Yes".into()),
+                    Some("false".into()),
+                    None,
+                    Some("NONE".into()),
+                ]
+            })
+            .collect();
+        Ok(Outcome::Rows(ResultSet::strings(&["Field", "Type", "Null", "Key", "Default", "Extra"], rows)))
     }
 
     fn desc(&self, s: &Session, name: &ObjectName, all: bool) -> Result<Outcome, SqlError> {
@@ -1752,14 +2032,24 @@ impl Executor {
 
     async fn insert(&self, s: &mut Session, p: &mut Parser<'_>) -> Result<Outcome, SqlError> {
         p.advance();
-        if !p.eat_kw("INTO") {
+        let overwrite = !p.eat_kw("INTO");
+        if overwrite {
             p.expect_kw("OVERWRITE")?;
-            return Err(SqlError::other("doris-lite does not support INSERT OVERWRITE"));
         }
         p.eat_kw("TABLE");
         let name = p.object_name()?;
         let db = self.resolve(s, &name)?;
-        if p.eat_kw("PARTITION") || p.eat_kw("PARTITIONS") {
+        if p.is_kw("PARTITION") || p.is_kw("PARTITIONS") {
+            if overwrite {
+                // Rows are not partitioned here: replacing the whole table would destroy the
+                // other partitions' rows.
+                return Err(SqlError::other(format!(
+                    "doris-lite does not support INSERT OVERWRITE of single partitions (table `{}`); \
+                     overwrite the whole table instead",
+                    name.name
+                )));
+            }
+            p.advance();
             p.ident_list()?;
         }
         let mut label = None;
@@ -1776,6 +2066,13 @@ impl Executor {
             return Err(SqlError { code: 1064, message: "Syntax error: INSERT needs VALUES or SELECT".into() });
         }
         let schema = self.engine.lock().table(&db, &name.name)?.schema.clone();
+        if overwrite && schema.changelog_enabled() {
+            return Err(SqlError::other(format!(
+                "doris-lite does not support INSERT OVERWRITE into table `{}`, whose changelog would not record \
+                 the rows it replaces",
+                name.name
+            )));
+        }
         let targets: Vec<String> = match &cols {
             Some(c) => c.clone(),
             None => schema.columns.iter().map(|c| c.name.clone()).collect(),
@@ -1793,8 +2090,10 @@ impl Executor {
         if rs.columns.len() != targets.len() {
             return Err(SqlError::other("Column count doesn't match value count"));
         }
-        let partial =
-            s.var_true("enable_unique_key_partial_update") && cols.is_some() && schema.keys_type == KeysType::Unique;
+        let partial = !overwrite
+            && s.var_true("enable_unique_key_partial_update")
+            && cols.is_some()
+            && schema.keys_type == KeysType::Unique;
         let strict = s.var_true("enable_insert_strict");
         let map: Vec<Option<usize>> =
             schema.columns.iter().map(|c| targets.iter().position(|t| t.eq_ignore_ascii_case(&c.name))).collect();
@@ -1845,7 +2144,8 @@ impl Executor {
         let label = label.unwrap_or_else(|| format!("insert_{}", hex_id()));
         let begun = self.engine.begin(&db, &name.name, &label)?;
         let txn = begun.txn_id;
-        if let Err(e) = self.engine.commit(txn, TableWrite::Rows { ops, partial: mask }) {
+        let write = if overwrite { TableWrite::Overwrite(ops) } else { TableWrite::Rows { ops, partial: mask } };
+        if let Err(e) = self.engine.commit(txn, write) {
             self.engine.abort(txn, &e.to_string());
             return Err(e.into());
         }
@@ -2139,7 +2439,7 @@ impl Executor {
 
 /// The tokens of a statement with their byte ranges in it (MySQL's lexical rules: quotes,
 /// backslash escapes, comments).
-fn token_ranges(sql: &str) -> Result<Vec<(Token, std::ops::Range<usize>)>, SqlError> {
+pub(crate) fn token_ranges(sql: &str) -> Result<Vec<(Token, std::ops::Range<usize>)>, SqlError> {
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
     let dialect = datafusion::sql::sqlparser::dialect::MySqlDialect {};
     let tokens = Tokenizer::new(&dialect, sql)
@@ -2214,6 +2514,57 @@ pub fn quote_literal(s: &str) -> String {
 /// The table DESCRIBE, SHOW CREATE TABLE and SHOW COLUMNS name. A missing one is answered as
 /// Doris' catalog lookup reports it: 1105 `Unknown table 't'` (what SQLAlchemy dialects'
 /// `has_table`, which runs DESCRIBE, reads), not the 1146 of a query.
+/// A table's data size: the Arrow size of its rows.
+fn table_bytes(t: &mut crate::storage::Table) -> Result<u64, SqlError> {
+    let batches = t.tablet_snapshots(false).map_err(SqlError::other)?;
+    Ok(batches.iter().map(|b| b.get_array_memory_size() as u64).sum())
+}
+
+/// A byte count as Doris prints sizes: three decimals and the largest unit it exceeds
+/// (`0.000 ` for nothing, `512.000 B`, `1.500 KB`, … `TB`).
+fn byte_units(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "TB"), (1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")];
+    if bytes == 0 {
+        return "0.000 ".into();
+    }
+    for (size, unit) in UNITS {
+        if bytes > size {
+            return format!("{:.3} {unit}", bytes as f64 / size as f64);
+        }
+    }
+    format!("{bytes}.000 B")
+}
+
+/// A time as Doris' job listings print it (`yyyy-MM-dd HH:mm:ss.SSS`, UTC here).
+fn time_with_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.naive_utc().format("%Y-%m-%d %H:%M:%S%.3f").to_string())
+        .unwrap_or_default()
+}
+
+/// `SHOW CREATE VIEW` text.
+fn show_create_view(name: &str, v: &crate::engine::View) -> String {
+    let mut out = format!("CREATE VIEW `{name}`");
+    if !v.columns.is_empty() {
+        let cols: Vec<String> = v
+            .columns
+            .iter()
+            .map(
+                |(c, comment)| {
+                    if comment.is_empty() { format!("`{c}`") } else { format!("`{c}` COMMENT '{comment}'") }
+                },
+            )
+            .collect();
+        out.push_str(&format!(" ({})", cols.join(", ")));
+    }
+    if !v.comment.is_empty() {
+        out.push_str(&format!(" COMMENT '{}'", v.comment));
+    }
+    out.push_str(" AS ");
+    out.push_str(&v.query);
+    out
+}
+
 fn described<'s>(st: &'s crate::engine::State, db: &str, table: &str) -> Result<&'s crate::storage::Table, SqlError> {
     st.table(db, table).map_err(|e| match e {
         EngineError::UnknownTable(t, _) => SqlError::other(format!("Unknown table '{t}'")),
@@ -2306,6 +2657,19 @@ const INFO_SCHEMA_UPPER: &[&str] = &[
     "ENGINE",
     "TABLE_ROWS",
     "TABLE_COMMENT",
+    "ROW_FORMAT",
+    "AVG_ROW_LENGTH",
+    "DATA_LENGTH",
+    "MAX_DATA_LENGTH",
+    "INDEX_LENGTH",
+    "DATA_FREE",
+    "AUTO_INCREMENT",
+    "CREATE_TIME",
+    "UPDATE_TIME",
+    "CHECK_TIME",
+    "TABLE_COLLATION",
+    "CHECKSUM",
+    "CREATE_OPTIONS",
     "COLUMN_NAME",
     "ORDINAL_POSITION",
     "COLUMN_DEFAULT",
@@ -2537,6 +2901,100 @@ mod tests {
         }
         let now: i64 = rows(run(&ex, &mut s, "SELECT unix_timestamp()").await)[0][0].clone().unwrap().parse().unwrap();
         assert!(now > 1_700_000_000, "unix_timestamp() = {now}");
+    }
+
+    #[tokio::test]
+    async fn group_concat_answers_as_doris() {
+        let (ex, mut s) = test_db().await;
+        run(&ex, &mut s, "CREATE TABLE g (k INT, v VARCHAR(10)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1")
+            .await;
+        run(&ex, &mut s, "INSERT INTO g VALUES (1, 'b'), (1, 'a'), (2, 'c'), (1, 'a')").await;
+        for (sql, want) in [
+            ("SELECT group_concat(v ORDER BY v) FROM g WHERE k = 1", "a, a, b"),
+            ("SELECT group_concat(DISTINCT v ORDER BY v SEPARATOR '|') FROM g", "a|b|c"),
+            ("SELECT GROUP_CONCAT(v, '-' ORDER BY v DESC) FROM g WHERE k = 1", "b-a-a"),
+            ("SELECT group_concat(k ORDER BY k) FROM g WHERE v = 'a'", "1, 1"),
+            ("SELECT group_concat(DISTINCT k + 8 ORDER BY k + 8 DESC) FROM g", "10, 9"),
+            ("SELECT group_concat(DISTINCT v) FROM g WHERE k = 1 AND v = 'a'", "a"),
+        ] {
+            assert_eq!(rows(run(&ex, &mut s, sql).await), vec![some(&[want])], "{sql}");
+        }
+        let r = rows(run(&ex, &mut s, "SELECT k, group_concat(v ORDER BY v) AS vs FROM g GROUP BY k ORDER BY k").await);
+        assert_eq!(r, vec![some(&["1", "a, a, b"]), some(&["2", "c"])]);
+    }
+
+    #[tokio::test]
+    async fn views_are_queried_described_shown_and_dropped() {
+        let (ex, mut s) = test_db().await;
+        run(
+            &ex,
+            &mut s,
+            "CREATE TABLE o (id INT, amount INT, kind VARCHAR(8)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
+        )
+        .await;
+        run(&ex, &mut s, "INSERT INTO o VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'a')").await;
+        run(&ex, &mut s, "CREATE VIEW big_a (id COMMENT 'order', total) COMMENT 'a orders' AS SELECT id, amount * 2 FROM o WHERE kind = 'a'").await;
+        assert_eq!(
+            rows(run(&ex, &mut s, "SELECT id, total FROM big_a ORDER BY id").await),
+            vec![some(&["1", "20"]), some(&["3", "60"])]
+        );
+        // A view reads the data as it is now, through another view too.
+        run(&ex, &mut s, "CREATE VIEW test.top AS SELECT max(total) AS m FROM big_a").await;
+        run(&ex, &mut s, "INSERT INTO o VALUES (4, 50, 'a')").await;
+        assert_eq!(rows(run(&ex, &mut s, "SELECT m FROM top").await), vec![some(&["100"])]);
+        assert_eq!(
+            rows(run(&ex, &mut s, "SHOW FULL TABLES").await),
+            vec![some(&["big_a", "VIEW"]), some(&["o", "BASE TABLE"]), some(&["top", "VIEW"])]
+        );
+        let create = rows(run(&ex, &mut s, "SHOW CREATE VIEW big_a").await);
+        assert_eq!(
+            create[0][1].as_deref(),
+            Some(
+                "CREATE VIEW `big_a` (`id` COMMENT 'order', `total`) COMMENT 'a orders' AS SELECT id, amount * 2 FROM o WHERE kind = 'a'"
+            )
+        );
+        let desc = rows(run(&ex, &mut s, "DESC big_a").await);
+        assert_eq!(desc.iter().map(|r| r[0].clone().unwrap()).collect::<Vec<_>>(), ["id", "total"]);
+        let err = |o: Result<Outcome, SqlError>| o.err().map(|e| (e.code, e.message)).expect("an error");
+        assert_eq!(
+            err(ex.execute(&mut s, "CREATE VIEW big_a AS SELECT 1").await),
+            (1050, "Table 'big_a' already exists".into())
+        );
+        assert_eq!(
+            err(ex.execute(&mut s, "CREATE TABLE top (k INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1").await)
+                .0,
+            1050
+        );
+        assert_eq!(err(ex.execute(&mut s, "CREATE VIEW bad AS SELECT nope FROM o").await).0, 1054);
+        assert_eq!(err(ex.execute(&mut s, "CREATE VIEW bad2 (a, b) AS SELECT id FROM o").await).0, 1105);
+        run(&ex, &mut s, "CREATE OR REPLACE VIEW top AS SELECT count(*) AS n FROM o").await;
+        assert_eq!(rows(run(&ex, &mut s, "SELECT n FROM top").await), vec![some(&["4"])]);
+        run(&ex, &mut s, "DROP VIEW top").await;
+        assert_eq!(err(ex.execute(&mut s, "DROP VIEW top").await).0, 1146);
+        run(&ex, &mut s, "DROP VIEW IF EXISTS top").await;
+        assert_eq!(err(ex.execute(&mut s, "SELECT * FROM top").await).0, 1146);
+    }
+
+    #[tokio::test]
+    async fn insert_overwrite_replaces_every_row_at_once() {
+        let (ex, mut s) = test_db().await;
+        run(&ex, &mut s, "CREATE TABLE u (k INT, v VARCHAR(8)) UNIQUE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3").await;
+        run(&ex, &mut s, "CREATE TABLE src (k INT, v VARCHAR(8)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1")
+            .await;
+        run(&ex, &mut s, "INSERT INTO u VALUES (1, 'a'), (2, 'b'), (3, 'c')").await;
+        run(&ex, &mut s, "INSERT INTO src VALUES (2, 'x'), (9, 'y')").await;
+        run(&ex, &mut s, "INSERT OVERWRITE TABLE u WITH LABEL ow1 SELECT k, v FROM src").await;
+        assert_eq!(all_rows(&ex, &mut s, "u").await, vec![some(&["2", "x"]), some(&["9", "y"])]);
+        run(&ex, &mut s, "INSERT OVERWRITE TABLE u VALUES (5, 'z')").await;
+        assert_eq!(all_rows(&ex, &mut s, "u").await, vec![some(&["5", "z"])]);
+        // A partition cannot be overwritten alone here: an error, and nothing changes.
+        let e =
+            ex.execute(&mut s, "INSERT OVERWRITE TABLE u PARTITION(p1) VALUES (6, 'q')").await.expect_err("refused");
+        assert!(e.message.contains("single partitions"), "{}", e.message);
+        assert_eq!(all_rows(&ex, &mut s, "u").await, vec![some(&["5", "z"])]);
+        // A failing query leaves the table as it was.
+        assert!(ex.execute(&mut s, "INSERT OVERWRITE TABLE u SELECT nope FROM src").await.is_err());
+        assert_eq!(all_rows(&ex, &mut s, "u").await, vec![some(&["5", "z"])]);
     }
 
     #[tokio::test]

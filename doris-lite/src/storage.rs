@@ -337,6 +337,8 @@ pub enum TableWrite {
     },
     /// `DELETE FROM` a DUPLICATE table: row ids from a snapshot of `data_version`.
     DeleteRowIds(Vec<u64>),
+    /// `INSERT OVERWRITE`: every row is replaced by these (appends / upserts in load order).
+    Overwrite(Vec<RowOp>),
 }
 
 /// Kind of a change record (`__DORIS_BINLOG_OP__`).
@@ -389,6 +391,8 @@ pub struct Table {
     pub changelog: Vec<ChangeRecord>,
     /// Time of the last commit (ms since epoch).
     pub last_commit_ms: i64,
+    /// When the table was created (wall clock, ms since epoch).
+    pub created_ms: i64,
     random_cursor: usize,
     snapshot: Option<(u64, bool, RecordBatch)>,
     tablet_snapshots: Option<(u64, bool, Vec<RecordBatch>)>,
@@ -425,6 +429,10 @@ impl Table {
             data_version: 0,
             changelog: Vec::new(),
             last_commit_ms: 0,
+            created_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0),
             random_cursor: 0,
             snapshot: None,
             tablet_snapshots: None,
@@ -481,6 +489,10 @@ impl Table {
 
     /// Applies one committed write at `tso` (version = self.version + 1).
     pub fn apply(&mut self, write: TableWrite, tso: i64, commit_ms: i64) {
+        if let TableWrite::Overwrite(ops) = write {
+            self.truncate();
+            return self.apply(TableWrite::Rows { ops, partial: None }, tso, commit_ms);
+        }
         self.version += 1;
         self.data_version += 1;
         self.last_commit_ms = commit_ms;
@@ -503,6 +515,7 @@ impl Table {
             }
         };
         match write {
+            TableWrite::Overwrite(_) => unreachable!("replaced by Rows above"),
             TableWrite::DeleteRowIds(ids) => {
                 let mut by_tablet: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
                 for id in ids {

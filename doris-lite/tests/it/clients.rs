@@ -82,3 +82,24 @@ fn dorisclient_loads_with_a_password_deletes_by_load_updates_and_reads() {
     );
     assert_eq!(s.sql("SELECT count(*) FROM shop.clicks"), vec![vec!["2"]]);
 }
+
+#[test]
+fn a_warehouse_day_views_overwrites_schema_changes_parquet_and_show_data() {
+    let s = Server::start();
+    run_client("warehouse_workflow.py", &s);
+    // What it left, read by another client.
+    assert_eq!(
+        s.sql("SELECT region, total FROM wh.summary ORDER BY region"),
+        vec![vec!["east", "100.00"], vec!["south", "27.75"]]
+    );
+    assert_eq!(
+        s.sql("SELECT id, full_name, tier FROM wh.customers WHERE id IN (1, 6) ORDER BY id"),
+        vec![vec!["1", "ann", "gold"], vec!["6", "fay", "platinum-plus"]]
+    );
+    assert_eq!(s.sql("SELECT count(*) FROM wh.sales"), vec![vec!["6"]]);
+    let view = s.sql("SHOW CREATE VIEW wh.region_totals");
+    assert!(
+        view[0][1].starts_with("CREATE VIEW `region_totals` (`region`, `total` COMMENT 'sum of amounts')"),
+        "{view:?}"
+    );
+}
