@@ -79,6 +79,7 @@ fi
 
 step "tests: guest SDK"
 plugins_cargo test -p sluice-guest
+plugins_cargo test -p sluice-guest --features json --lib json::
 
 step "tests: host and doris-lite"
 cargo test --workspace

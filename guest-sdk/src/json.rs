@@ -7,34 +7,59 @@ use crate::Error;
 use crate::batch::{BatchBuilder, RowKind, Value};
 
 /// The SDK value of a JSON value. Objects and arrays become their JSON text (how ARRAY, MAP,
-/// STRUCT and JSON columns travel).
+/// STRUCT and JSON columns travel); numbers that are not integers arrive as doubles.
 pub fn value_of(json: &Json) -> Value<'_> {
     match json {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => match n.as_f64() {
-                // Keep big or fractional numbers as text so DECIMAL columns get every digit.
-                Some(_) => Value::String(n.to_string()),
-                None => Value::Null,
-            },
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(f)) => Value::Float(f),
+            (None, None) => Value::Null,
         },
         Json::String(s) => Value::Str(s),
         other => Value::String(other.to_string()),
     }
 }
 
+/// Whether a double's shortest decimal form has at most 15 significant digits, so that it is the
+/// number that was written.
+fn exact_double(f: f64) -> bool {
+    let sci = format!("{f:e}");
+    let mantissa = sci.split('e').next().unwrap_or_default();
+    f.is_finite() && mantissa.bytes().filter(u8::is_ascii_digit).count() <= 15
+}
+
 /// Append the fields of `object` as one row, in schema order; fields the schema does not name are
-/// ignored and missing ones are null.
+/// ignored and missing ones are null. A JSON number bound for a column that is not FLOAT or DOUBLE
+/// (DECIMAL, LARGEINT, text) is written out in full; a double holds 15 significant digits
+/// exactly, so a longer one may already have lost digits and is refused rather than stored changed
+/// (such values must be sent as JSON strings).
 pub fn push_object(
     builder: &mut BatchBuilder,
     schema: &SchemaRef,
     kind: RowKind,
     object: &Map<String, Json>,
 ) -> Result<(), Error> {
-    let values: Vec<Value<'_>> =
-        schema.fields().iter().map(|f| object.get(f.name()).map(value_of).unwrap_or(Value::Null)).collect();
+    let values = schema
+        .fields()
+        .iter()
+        .map(|f| match object.get(f.name()).map(value_of) {
+            None => Ok(Value::Null),
+            Some(Value::Float(x)) if !f.data_type().is_floating() => {
+                if exact_double(x) {
+                    Ok(Value::String(format!("{x}")))
+                } else {
+                    Err(Error::new(format!(
+                        "column `{}`: the JSON number {x:e} has more than 15 significant digits and would lose \
+                         some; send it as a string (\"…\") to keep every digit",
+                        f.name()
+                    )))
+                }
+            }
+            Some(v) => Ok(v),
+        })
+        .collect::<Result<Vec<Value<'_>>, Error>>()?;
     builder.push(kind, &values)
 }
 
@@ -187,5 +212,132 @@ pub fn push_canal(builder: &mut BatchBuilder, schema: &SchemaRef, message: &[u8]
             Ok(())
         }
         other => Err(Error::new(format!("unknown type `{other}` (expected INSERT, UPDATE, DELETE)")).at_row(index)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{arrow_schema, parse_columns};
+
+    fn schema() -> SchemaRef {
+        arrow_schema(&parse_columns("id BIGINT, name VARCHAR(16), amount DECIMAL(20,2), tags JSON").unwrap())
+    }
+
+    /// `(kind, values)` of every row a decoding step produced.
+    fn decoded(step: impl FnOnce(&mut BatchBuilder) -> Result<(), Error>) -> Result<Vec<String>, Error> {
+        let mut b = BatchBuilder::new(schema()).unwrap();
+        step(&mut b)?;
+        let batch = b.finish()?;
+        Ok(batch
+            .rows()
+            .map(|r| {
+                let values: Vec<String> = r.values().iter().map(|v| v.to_string()).collect();
+                format!("{} {}", r.kind().short(), values.join("|"))
+            })
+            .collect())
+    }
+
+    #[test]
+    fn objects_fill_columns_by_name_and_never_lose_digits() {
+        let object =
+            parse_object(br#"{"amount": 123456789012.25, "id": 7, "extra": true, "tags": {"a": [1, 2]}}"#, 0).unwrap();
+        let rows = decoded(|b| push_object(b, &schema(), RowKind::Insert, &object)).unwrap();
+        assert_eq!(rows, [r#"+I 7|NULL|123456789012.25|{"a":[1,2]}"#]);
+        // Large and tiny doubles are written out, not in exponent form.
+        let object = parse_object(br#"{"amount": 1e15}"#, 0).unwrap();
+        assert_eq!(
+            decoded(|b| push_object(b, &schema(), RowKind::Insert, &object)).unwrap(),
+            ["+I NULL|NULL|1000000000000000.00|NULL"]
+        );
+        // A double cannot hold 17 digits: refused, not rounded; as a string it loads whole.
+        let object = parse_object(br#"{"amount": 12345678901234567.89}"#, 3).unwrap();
+        let err = decoded(|b| push_object(b, &schema(), RowKind::Insert, &object)).unwrap_err();
+        assert!(
+            err.message.starts_with(
+                "column `amount`: the JSON number 1.2345678901234568e16 has more than 15 significant digits and would lose some"
+            ),
+            "{err}"
+        );
+        let object = parse_object(br#"{"amount": "12345678901234567.89"}"#, 0).unwrap();
+        let doubles = arrow_schema(&parse_columns("x DOUBLE").unwrap());
+        let mut b = BatchBuilder::new(doubles.clone()).unwrap();
+        push_object(&mut b, &doubles, RowKind::Insert, &parse_object(br#"{"x": 0.30000000000000004}"#, 0).unwrap())
+            .unwrap();
+        assert_eq!(b.finish().unwrap().rows().next().unwrap().values(), [Value::Float(0.30000000000000004)]);
+        assert_eq!(
+            decoded(|b| push_object(b, &schema(), RowKind::Insert, &object)).unwrap(),
+            ["+I NULL|NULL|12345678901234567.89|NULL"]
+        );
+    }
+
+    #[test]
+    fn debezium_events_become_row_kinds() {
+        let key = vec!["id".to_string()];
+        let events: [&[u8]; 6] = [
+            br#"{"op": "c", "after": {"id": 1, "name": "a"}}"#,
+            br#"{"payload": {"op": "u", "before": {"id": 1, "name": "a"}, "after": {"id": 1, "name": "b"}}}"#,
+            br#"{"op": "u", "before": {"id": 1, "name": "b"}, "after": {"id": 2, "name": "b"}}"#,
+            br#"{"op": "d", "before": {"id": 2, "name": "b"}, "after": null}"#,
+            b"null",
+            br#"{"op": "t"}"#,
+        ];
+        let rows =
+            decoded(|b| events.iter().enumerate().try_for_each(|(i, e)| push_debezium(b, &schema(), &key, e, i)))
+                .unwrap();
+        // A key change is a delete and an insert, not an update.
+        assert_eq!(
+            rows,
+            [
+                "+I 1|a|NULL|NULL",
+                "-U 1|a|NULL|NULL",
+                "+U 1|b|NULL|NULL",
+                "-D 1|b|NULL|NULL",
+                "+I 2|b|NULL|NULL",
+                "-D 2|b|NULL|NULL"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_debezium_events_name_the_message_and_the_fault() {
+        let key = vec!["id".to_string()];
+        let fail = |m: &[u8]| decoded(|b| push_debezium(b, &schema(), &key, m, 4)).unwrap_err().to_string();
+        assert_eq!(fail(b"{not json"), "row 4: invalid JSON: key must be a string at line 1 column 2");
+        assert_eq!(fail(b"[1]"), "row 4: expected a JSON object, got an array");
+        assert_eq!(fail(br#"{"after": {"id": 1}}"#), "row 4: event has no `op`");
+        assert_eq!(fail(br#"{"op": "d", "after": {"id": 1}}"#), "row 4: op `d` needs a `before` image");
+        assert_eq!(fail(br#"{"op": "c", "after": 3}"#), "row 4: `after` must be an object, got a number");
+        assert_eq!(fail(br#"{"op": "x", "after": {}}"#), "row 4: unknown op `x` (expected c, r, u, d)");
+    }
+
+    #[test]
+    fn op_type_messages_delete_or_upsert() {
+        let messages: [&[u8]; 2] = [
+            br#"{"op_type": "insert", "data": {"id": 1, "name": "a"}}"#,
+            br#"{"op_type": "DELETE", "data": {"id": 1}}"#,
+        ];
+        let rows = decoded(|b| {
+            messages.iter().enumerate().try_for_each(|(i, m)| push_op_type(b, &schema(), "op_type", "data", m, i))
+        })
+        .unwrap();
+        assert_eq!(rows, ["+I 1|a|NULL|NULL", "-D 1|NULL|NULL|NULL"]);
+        let fail = |m: &[u8]| decoded(|b| push_op_type(b, &schema(), "op_type", "data", m, 1)).unwrap_err().to_string();
+        assert_eq!(fail(br#"{"op_type": 1, "data": {}}"#), "row 1: `op_type` must be a string, got a number");
+        assert_eq!(fail(br#"{"op_type": "delete"}"#), "row 1: message has no `data` object");
+    }
+
+    #[test]
+    fn canal_updates_rebuild_the_old_row() {
+        let messages: [&[u8]; 3] = [
+            br#"{"type": "INSERT", "data": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}], "isDdl": false}"#,
+            br#"{"type": "UPDATE", "data": [{"id": 1, "name": "z"}], "old": [{"name": "a"}]}"#,
+            br#"{"type": "ALTER", "isDdl": true, "data": null}"#,
+        ];
+        let rows =
+            decoded(|b| messages.iter().enumerate().try_for_each(|(i, m)| push_canal(b, &schema(), m, i))).unwrap();
+        assert_eq!(rows, ["+I 1|a|NULL|NULL", "+I 2|b|NULL|NULL", "-U 1|a|NULL|NULL", "+U 1|z|NULL|NULL"]);
+        let err = decoded(|b| push_canal(b, &schema(), br#"{"type": "MERGE", "data": []}"#, 2)).unwrap_err();
+        assert_eq!(err.to_string(), "row 2: unknown type `MERGE` (expected INSERT, UPDATE, DELETE)");
     }
 }
