@@ -131,6 +131,8 @@ pub struct Txn {
     pub reason: String,
     /// Commit TSO.
     pub tso: i64,
+    /// Whether it went through PRECOMMITTED (a two-phase Stream Load or a begun transaction).
+    pub two_phase: bool,
 }
 
 /// A database.
@@ -360,12 +362,36 @@ impl From<SyntaxError> for EngineError {
 #[derive(Debug)]
 pub struct Engine {
     state: Mutex<State>,
+    audit: Mutex<std::collections::VecDeque<AuditEntry>>,
     /// Limits.
     pub config: EngineConfig,
     wal: Option<Mutex<WriteAheadLog>>,
     /// Commit-time clock.
     pub clock: Clock,
 }
+
+/// One statement a client ran, as Doris' audit log (`fe.audit.log`) records it: who, where, over
+/// which protocol, the statement, how it ended and how many rows it returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// When it finished (epoch ms, wall clock).
+    pub time_ms: i64,
+    /// User.
+    pub user: String,
+    /// Current database (empty when none).
+    pub db: String,
+    /// `mysql` or `arrow_flight_sql`.
+    pub protocol: &'static str,
+    /// The statement as sent.
+    pub stmt: String,
+    /// `EOF` (a result set), `OK` or `ERR`.
+    pub state: &'static str,
+    /// Rows returned to the client.
+    pub return_rows: u64,
+}
+
+/// How many audit entries are kept (the oldest go first).
+const AUDIT_KEEP: usize = 10_000;
 
 impl Txn {
     /// A transaction read back from the commit log.
@@ -378,7 +404,8 @@ impl Txn {
         write: Option<TableWrite>,
         tso: i64,
     ) -> Txn {
-        Txn { id, db, table, label, status, write, since: Instant::now(), reason: String::new(), tso }
+        let two_phase = status == TxnStatus::Precommitted;
+        Txn { id, db, table, label, status, write, since: Instant::now(), reason: String::new(), tso, two_phase }
     }
 }
 
@@ -441,7 +468,22 @@ impl Engine {
         } else {
             Clock::System
         };
-        Ok(Engine { state: Mutex::new(state), config, wal: wal.map(Mutex::new), clock })
+        Ok(Engine { state: Mutex::new(state), audit: Mutex::default(), config, wal: wal.map(Mutex::new), clock })
+    }
+
+    /// Records a statement in the audit log.
+    pub fn audit(&self, mut entry: AuditEntry) {
+        entry.time_ms = wall_ms();
+        let mut log = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() >= AUDIT_KEEP {
+            log.pop_front();
+        }
+        log.push_back(entry);
+    }
+
+    /// The audit log, oldest first.
+    pub fn audit_log(&self) -> Vec<AuditEntry> {
+        self.audit.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
     }
 
     /// Locks the state (a poisoned lock is recovered: the state is only mutated under
@@ -531,6 +573,7 @@ impl Engine {
                 since: Instant::now(),
                 reason: String::new(),
                 tso: 0,
+                two_phase: false,
             },
         );
         st.db_mut(db)?.labels.insert(label.to_string(), id);
@@ -605,6 +648,7 @@ impl Engine {
         }
         if let Some(t) = st.txns.get_mut(&txn_id) {
             t.status = TxnStatus::Precommitted;
+            t.two_phase = true;
             t.write = Some(write);
             t.since = Instant::now();
         }

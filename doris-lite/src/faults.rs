@@ -208,6 +208,11 @@ impl DebugPoints {
         Ok(())
     }
 
+    /// Whether `name` is armed (a point added with `execute=N` disarms itself after N firings).
+    pub fn is_armed(&self, name: &str) -> bool {
+        self.armed.lock().unwrap_or_else(|e| e.into_inner()).contains_key(name)
+    }
+
     /// Disarms every point.
     pub fn clear(&self) {
         self.armed.lock().unwrap_or_else(|e| e.into_inner()).clear();

@@ -162,7 +162,13 @@ impl FlightSql {
     async fn run(&self, caller: &Caller, sql: &str, descriptor: FlightDescriptor) -> Result<FlightInfo, Status> {
         let (schema, batches) = {
             let mut session = caller.session.lock().await;
-            self.exec.execute_arrow(&mut session, sql).await.map_err(sql_status)?
+            let result = self.exec.execute_arrow(&mut session, sql).await;
+            let (state, rows) = match &result {
+                Ok((_, batches)) => ("EOF", batches.iter().map(|b| b.num_rows() as u64).sum()),
+                Err(_) => ("ERR", 0),
+            };
+            self.exec.audit(&session, "arrow_flight_sql", sql, state, rows);
+            result.map_err(sql_status)?
         };
         let (schema, batches) = to_flight_types(schema, batches).map_err(|e| Status::internal(e.to_string()))?;
         let handle = self.new_id();

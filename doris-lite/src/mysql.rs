@@ -303,6 +303,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         let sql = crate::sql::bind(&p.sql, &p.holes, &literals);
         tracing::debug!(query = %sql, "mysql execute");
         let outcome = self.exec.execute(&mut self.session, &sql).await;
+        self.exec.audit_outcome(&self.session, &sql, &outcome);
         write_outcomes(results, vec![outcome], true).await
     }
 
@@ -341,6 +342,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         let mut outcomes = Vec::new();
         for statement in crate::sql::split_statements(query) {
             let outcome = self.exec.execute(&mut self.session, statement).await;
+            self.exec.audit_outcome(&self.session, statement, &outcome);
             let failed = outcome.is_err();
             outcomes.push(outcome);
             if failed {

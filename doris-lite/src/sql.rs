@@ -1018,6 +1018,30 @@ fn hex_id() -> String {
 }
 
 impl Executor {
+    /// Records a statement in the engine's audit log: how it ended (`EOF` for a result set, `OK`,
+    /// `ERR`) and the rows it returned.
+    pub fn audit(&self, s: &Session, protocol: &'static str, stmt: &str, state: &'static str, return_rows: u64) {
+        self.engine.audit(crate::engine::AuditEntry {
+            time_ms: 0,
+            user: s.user.clone(),
+            db: s.db.clone().unwrap_or_default(),
+            protocol,
+            stmt: stmt.to_string(),
+            state,
+            return_rows,
+        });
+    }
+
+    /// [`Executor::audit`] of a MySQL statement's outcome.
+    pub fn audit_outcome(&self, s: &Session, stmt: &str, outcome: &Result<Outcome, SqlError>) {
+        let (state, rows) = match outcome {
+            Ok(Outcome::Rows(rs)) => ("EOF", rs.rows.len() as u64),
+            Ok(Outcome::Done { .. }) => ("OK", 0),
+            Err(_) => ("ERR", 0),
+        };
+        self.audit(s, "mysql", stmt, state, rows);
+    }
+
     fn resolve<'a>(&self, s: &'a Session, name: &'a ObjectName) -> Result<String, SqlError> {
         match name.db.as_deref().or(s.db.as_deref()) {
             Some(d) => Ok(d.to_string()),
