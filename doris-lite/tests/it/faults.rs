@@ -150,9 +150,8 @@ fn stall_delays_the_answer() {
     assert_eq!(load(&s, "s1", &[], "1,a\n")["Status"], "Success");
     assert!(t.elapsed() >= Duration::from_millis(800), "{:?}", t.elapsed());
     assert_eq!(count(&s), "1");
-    let t = Instant::now();
-    load(&s, "s2", &[], "2,a\n");
-    assert!(t.elapsed() < Duration::from_millis(800));
+    // `execute=1`: the point disarmed itself after that one load.
+    assert!(!s.handle().debug_points().is_armed("StreamLoad.stall"));
 }
 
 #[test]
@@ -204,13 +203,15 @@ fn restart_listeners_closes_connections_and_keeps_data() {
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", s.query_port())).unwrap();
     let mut buf = [0u8; 512];
     assert!(conn.read(&mut buf).unwrap() > 0);
-    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    assert_eq!(debug_point(&s, "add/Server.restart_listeners?ms=1500"), ok_reply());
-    let t = Instant::now();
-    let n = conn.read(&mut buf).unwrap_or(0);
-    assert_eq!(n, 0, "the open connection is closed");
-    assert!(t.elapsed() < Duration::from_secs(2));
-    std::thread::sleep(Duration::from_millis(200));
+    // A generous deadline: a read that times out means the connection was left open.
+    conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    // Down for 5 s: long enough for the refused connection below on a busy machine.
+    assert_eq!(debug_point(&s, "add/Server.restart_listeners?ms=5000"), ok_reply());
+    match conn.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the open connection was not closed: {other:?}"),
+    }
     // While the listeners are down, connections are refused.
     let out = Command::new("curl")
         .args(args(&["-sS", "-u", "root:", &format!("http://{}/api/health", s.fe())]))
@@ -218,7 +219,7 @@ fn restart_listeners_closes_connections_and_keeps_data() {
         .unwrap();
     assert_eq!(out.status.code(), Some(7), "connection refused: {}", String::from_utf8_lossy(&out.stderr));
     // Then the same ports serve again, with the data.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = Command::new("curl")
             .args(args(&["-sS", "-u", "root:", &format!("http://{}/api/health", s.fe())]))

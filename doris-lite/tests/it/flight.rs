@@ -60,6 +60,34 @@ fn load_csv(s: &Server, table: &str, csv: &str) {
 }
 
 #[test]
+fn a_user_with_a_password_reads_and_a_wrong_or_empty_one_is_refused() {
+    let s = Server::start_with(doris_lite::Config {
+        users: vec![("root".into(), String::new()), ("etl".into(), "s3cret-pw".into())],
+        ..doris_lite::Config::ephemeral()
+    });
+    s.sql("CREATE DATABASE test");
+    s.sql("CREATE TABLE test.p (k INT, v VARCHAR(8)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1");
+    load_csv(&s, "p", "1|a\n2|b\n");
+    let r = py(
+        &s,
+        r#"
+c, o = connect(port, "etl", "s3cret-pw")
+rows = query(c, o, "SELECT k, v FROM test.p ORDER BY k").to_pylist()
+refused = {}
+for name, pw in [("wrong", "s3cret-pX"), ("empty", "")]:
+    try:
+        connect(port, "etl", pw)
+        refused[name] = False
+    except fl.FlightUnauthenticatedError:
+        refused[name] = True
+out({"rows": rows, "refused": refused})
+"#,
+    );
+    assert_eq!(r["rows"], json!([{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]));
+    assert_eq!(r["refused"], json!({"wrong": true, "empty": true}));
+}
+
+#[test]
 fn pyarrow_auth_sessions_and_types() {
     let s = Server::start();
     s.sql("CREATE DATABASE test");
@@ -334,7 +362,7 @@ out({{"first": got, "err": err, "again": again}})
 #[test]
 fn restart_listeners_keeps_flight_sessions() {
     let s = Server::start();
-    let add = format!("http://{}/api/debug_point/add/Server.restart_listeners?ms=500", s.fe());
+    let add = format!("http://{}/api/debug_point/add/Server.restart_listeners?ms=3000", s.fe());
     let r = py(
         &s,
         &format!(
@@ -345,7 +373,7 @@ query(c, o, "SET time_zone = '+08:00'")
 subprocess.run(["curl", "-sS", "-u", "root:", "-X", "POST", "{add}"], check=True, capture_output=True)
 time.sleep(0.2)
 errors = []
-deadline = time.time() + 15
+deadline = time.time() + 60
 while True:
     try:
         tz = query(c, o, "SELECT @@time_zone AS tz").column(0).to_pylist()

@@ -110,12 +110,19 @@ impl Doris {
 
 /// Rows of `sql` through the mysql CLI against 127.0.0.1:`port` as root, tab separated.
 pub fn mysql(port: u16, sql: &str) -> Vec<String> {
+    try_mysql(port, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// [`mysql`], with the server's error as `Err` (for polling what may not exist yet).
+pub fn try_mysql(port: u16, sql: &str) -> Result<Vec<String>, String> {
     let out = Command::new("mysql")
         .args(["-h127.0.0.1", "-P", &port.to_string(), "-uroot", "-N", "-B", "-e", sql])
         .output()
         .expect("the mysql CLI is installed");
-    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect())
 }
 
 impl Doris {

@@ -96,6 +96,22 @@ async fn a_snapshot_reads_every_tablet_once_at_any_parallelism_with_pushdown() {
     let expected = doris.sql("SELECT count(*) FROM test.student WHERE age >= 50");
     assert_eq!(doris.sql("SELECT count(*) FROM test.adults"), expected);
     assert_eq!(doris.sql("SELECT min(age) FROM test.adults"), ["51"]);
+    // doris-lite's audit log: every tablet read of that pipeline carried the projection and the
+    // filter, and only the matching rows crossed the wire.
+    let reads: Vec<_> = doris
+        .h()
+        .engine()
+        .audit_log()
+        .into_iter()
+        .filter(|e| e.protocol == "arrow_flight_sql" && e.stmt.contains("TABLET(") && e.stmt.contains("age >= 50"))
+        .collect();
+    assert!(!reads.is_empty(), "no filtered tablet read in the audit log");
+    for read in &reads {
+        assert!(read.stmt.contains("SELECT `id`, `name`, `age` FROM `test`.`student` TABLET("), "{}", read.stmt);
+        assert_eq!(read.state, "EOF", "{}", read.stmt);
+    }
+    let sent: u64 = reads.iter().map(|e| e.return_rows).sum();
+    assert_eq!(sent.to_string(), expected[0], "rows sent by the filtered reads");
 }
 
 #[test]
@@ -145,22 +161,15 @@ async fn an_initial_changelog_pipeline_converges_on_inserts_updates_and_deletes(
         .replace("checkpoint_interval = \"200ms\"", "checkpoint_interval = \"500ms\"");
     let path = pipeline_file(dir.path(), &text);
     let (stop, running) = launch(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    started(&dir.path().join(".sluice/scan-mirror")).await;
     doris.sql("INSERT INTO test.student VALUES (4, 'd', 40), (5, 'e', 50)");
     doris.sql("INSERT INTO test.student VALUES (2, 'b2', 21)");
     doris.sql("DELETE FROM test.student WHERE id = 3");
-    // Converges within a few poll intervals.
+    // Converges.
     let expected = doris.sql("SELECT id, concat('prefix_', name), age + 1 FROM test.student ORDER BY id");
     assert_eq!(expected.len(), 4);
-    let mut got = Vec::new();
-    for _ in 0..40 {
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-        got = doris.sql("SELECT id, name, age FROM test.mirror ORDER BY id");
-        if got == expected {
-            break;
-        }
-    }
-    assert_eq!(got, expected);
+    let mirror = || doris.sql("SELECT id, name, age FROM test.mirror ORDER BY id");
+    eventually("the mirror equal to the source", || mirror() == expected).await;
     stop.send(true).unwrap();
     let report = running.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
     assert!(!report.finished);
@@ -213,17 +222,19 @@ async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inser
         let text = pipeline(&doris, 1, target, &format!("{extra}\nchangelog.poll_interval = \"1s\""));
         let path = pipeline_file(&dir.path().join(target), &text);
         let (stop, task) = launch(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
+        started(&dir.path().join(target).join(format!(".sluice/scan-{target}"))).await;
         running.push((stop, task));
     }
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     doris.sql("INSERT INTO test.student VALUES (3, 'later', 30)");
     doris.sql("INSERT INTO test.student VALUES (2, 'changed', 21)");
-    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let rows = |t: &str| doris.sql(&format!("SELECT id, name FROM test.{t} ORDER BY id, name"));
+    // Every pipeline has seen row 3, the last change; then they stop, and nothing more arrives.
+    eventually("row 3 in every target", || cases.iter().all(|(t, _)| rows(t).iter().any(|r| r == "3\tprefix_later")))
+        .await;
     for (stop, task) in running {
         stop.send(true).unwrap();
         task.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
     }
-    let rows = |t: &str| doris.sql(&format!("SELECT id, name FROM test.{t} ORDER BY id, name"));
     // latest: only what happened after the start; the update arrives as its after-image (the
     // before-image is dropped by `ignore.update_before`).
     assert_eq!(rows("latest"), ["2\tprefix_changed", "3\tprefix_later"]);
@@ -256,9 +267,9 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
         pipeline_file(&dir.path().join(sub), &text)
     };
     let (stop, task) = launch(&start("first", "a")).await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    started(&dir.path().join("a/.sluice/scan-first")).await;
     doris.sql("INSERT INTO test.student VALUES (2, 'seen by first', 20)");
-    tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+    eventually("row 2 in test.first", || doris.sql("SELECT id FROM test.first ORDER BY id") == ["1", "2"]).await;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     assert_eq!(doris.sql("SELECT id FROM test.first ORDER BY id"), ["1", "2"]);
@@ -282,7 +293,8 @@ async fn the_offset_table_records_progress_and_a_new_consumer_run_resumes_from_i
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     doris.sql("INSERT INTO test.student VALUES (3, 'after the offset', 30)");
     let (stop, task) = launch(&start("second", "b")).await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+    // Row 3 comes after the offset; a snapshot (rows 1 and 2) would have come before it.
+    eventually("row 3 in test.second", || doris.sql("SELECT id FROM test.second").contains(&"3".to_string())).await;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     assert_eq!(doris.sql("SELECT id FROM test.second ORDER BY id"), ["3"]);
@@ -321,6 +333,7 @@ async fn a_window_behind_an_open_transaction_is_retried_then_given_up_after_the_
         );
         let path = pipeline_file(&dir.path().join(target), &pipeline(&doris, 1, target, &extra));
         let (stop, task) = launch(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
+        started(&dir.path().join(target).join(format!(".sluice/scan-{target}"))).await;
         let held = doris_lite::DebugPoint::times(1).param("table", "test.student").param("ms", hold);
         doris.h().debug_points().add(doris_lite::faults::TXN_HOLD_IN_FLIGHT, held).unwrap();
         doris.sql(&format!("INSERT INTO test.student VALUES (1, '{target}', 1)"));
@@ -332,10 +345,11 @@ async fn a_window_behind_an_open_transaction_is_retried_then_given_up_after_the_
             assert!(err.contains("timeout waiting previous transactions finish"), "{err}");
             assert!(err.contains("reading the changelog of `test.student` window ["), "{err}");
         } else {
-            tokio::time::sleep(std::time::Duration::from_millis(hold + 3000)).await;
+            let name = format!("SELECT name FROM test.{target}");
+            eventually("the held row in the target", || doris.sql(&name) == [format!("prefix_{target}")]).await;
             stop.send(true).unwrap();
             task.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
-            assert_eq!(doris.sql(&format!("SELECT name FROM test.{target}")), [format!("prefix_{target}")]);
+            assert_eq!(doris.sql(&name), [format!("prefix_{target}")]);
         }
     }
 }
@@ -455,6 +469,21 @@ async fn an_expired_start_fails_min_delta_and_warns_for_detail_and_append_only()
     }
 }
 
+/// Wait up to 60 s (a generous deadline for a busy machine) for `done`, polling.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Wait until the pipeline whose state dir is `state` has written a checkpoint (it has opened its
+/// sources, so a `latest` start is fixed).
+async fn started(state: &std::path::Path) {
+    eventually(&format!("a checkpoint in {}", state.display()), || checkpoint(state).is_some()).await;
+}
+
 /// The state dir's last checkpoint.
 fn checkpoint(dir: &std::path::Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoint.json")).ok()?).ok()
@@ -504,7 +533,11 @@ async fn kill_9_in_the_snapshot_and_in_the_changelog_phase_converges_with_dedup(
     doris.sql("INSERT INTO test.student VALUES (20001, 'new', 1), (20002, 'new', 2), (20003, 'new', 3)");
     doris.sql("INSERT INTO test.student VALUES (1, 'changed', 50), (2, 'changed', 50)");
     doris.sql("DELETE FROM test.student WHERE id IN (3, 4, 20003)");
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    // Killed once the changes are flowing: the first of them is in the mirror.
+    run.until(60, "the first change in the mirror", |_| {
+        doris.sql("SELECT name FROM test.mirror WHERE id = 20001") == ["prefix_new"]
+    })
+    .await;
     run.kill_9();
     doris.sql("INSERT INTO test.student VALUES (5, 'changed again', 7), (20004, 'newer', 4)");
     doris.sql("DELETE FROM test.student WHERE id = 20001");
@@ -552,7 +585,11 @@ async fn the_changelog_example_pipeline_mirrors_inserts_updates_and_deletes() {
     let sql = |q: &str| crate::common::mysql(port.get(), q);
     let mirror = "SELECT * FROM shop.orders_mirror ORDER BY id";
     let source = "SELECT * FROM shop.orders ORDER BY id";
-    run.until(60, "the snapshot in the mirror", |_| sql(mirror).len() == 2).await;
+    // The example creates the mirror as it starts: until then the query fails.
+    run.until(60, "the snapshot in the mirror", |_| {
+        crate::common::try_mysql(port.get(), mirror).is_ok_and(|rows| rows.len() == 2)
+    })
+    .await;
     sql("INSERT INTO shop.orders VALUES (3, 'linus', 5.00, 'new')");
     sql("INSERT INTO shop.orders VALUES (2, 'grace', 99.00, 'paid')");
     sql("DELETE FROM shop.orders WHERE id = 1");

@@ -218,13 +218,14 @@ async fn repeated_keys_are_fetched_once_in_batches_of_batch_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_keys_expire_after_the_ttl() {
-    let (doris, j, m) = city_lookup("columns = ['level']\ncache.max_rows = 100\ncache.ttl = '1s'").await;
+    // A TTL that a slow machine does not outlast between two consecutive batches.
+    let (doris, j, m) = city_lookup("columns = ['level']\ncache.max_rows = 100\ncache.ttl = '3s'").await;
     let one = in_city("Hangzhou");
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou 2"]);
     doris.sql("INSERT INTO dim.dim_city VALUES ('Hangzhou', 9, 'Zhejiang', 'China')");
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou 2"], "served from the cache");
     assert_eq!((count(&m.hits), count(&m.misses), count(&m.queries)), (1, 1, 1));
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    tokio::time::sleep(Duration::from_millis(3300)).await;
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou 9"], "read again after the TTL");
     assert_eq!((count(&m.hits), count(&m.misses), count(&m.queries)), (1, 2, 2));
 }
@@ -251,7 +252,7 @@ async fn missing_keys_are_cached_unless_turned_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_cache_loads_the_table_and_reloads_it_every_ttl() {
-    let (doris, j, m) = city_lookup("columns = ['province']\ncache.mode = 'full'\ncache.ttl = '1s'").await;
+    let (doris, j, m) = city_lookup("columns = ['province']\ncache.mode = 'full'\ncache.ttl = '3s'").await;
     let out = j.process(&facts()).await.unwrap();
     assert_eq!(
         lines(&[out]).iter().map(|l| l.rsplit(' ').next().unwrap()).collect::<Vec<_>>(),
@@ -262,7 +263,7 @@ async fn full_cache_loads_the_table_and_reloads_it_every_ttl() {
     let atlantis = in_city("Atlantis");
     assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis NULL"]);
     assert_eq!(count(&m.queries), 1, "no query between reloads");
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(3200)).await;
     // The TTL has passed: this batch starts a reload in the background and is served the old rows.
     assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis NULL"]);
     wait_for("the reload", || count(&m.full_loads) == 2).await;
@@ -270,11 +271,11 @@ async fn full_cache_loads_the_table_and_reloads_it_every_ttl() {
     assert_eq!((count(&m.full_loads), count(&m.queries), count(&m.rows_fetched)), (2, 2, 9));
 }
 
-/// Wait up to 10s for `done`.
+/// Wait up to 60s (a generous deadline for a busy machine) for `done`.
 async fn wait_for(what: &str, done: impl Fn() -> bool) {
     let started = std::time::Instant::now();
     while !done() {
-        assert!(started.elapsed() < Duration::from_secs(10), "{what} did not happen within 10s");
+        assert!(started.elapsed() < Duration::from_secs(60), "{what} did not happen within 60s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -358,15 +359,14 @@ async fn a_full_cache_serves_its_snapshot_while_a_slow_or_failing_reload_runs() 
 
     // A slow reload: batches keep getting the old snapshot at once, and one reload runs.
     doris.sql("INSERT INTO dim.dim_city VALUES ('Hangzhou', 2, 'Zhejiang-2', 'China')");
-    proxy.delay_ms.store(1500, Ordering::Relaxed);
+    proxy.delay_ms.store(8000, Ordering::Relaxed);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let started = std::time::Instant::now();
     for _ in 0..5 {
         assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang"], "the old snapshot while reloading");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(started.elapsed() < Duration::from_millis(1000), "batches waited for the reload: {:?}", started.elapsed());
-    assert_eq!(count(&m.full_loads), 1);
+    // The reload is still held by the proxy (for 8 s): these batches were answered without it.
+    assert_eq!(count(&m.full_loads), 1, "batches waited for the reload");
     wait_for("the slow reload", || count(&m.full_loads) == 2).await;
     assert_eq!(proxy.most_held.load(Ordering::Relaxed), 1, "one reload at a time");
     proxy.delay_ms.store(0, Ordering::Relaxed);
@@ -389,7 +389,7 @@ async fn a_full_cache_serves_its_snapshot_while_a_slow_or_failing_reload_runs() 
         if joined(&j, &one).await == ["+I 1 x Hangzhou Zhejiang-3"] {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "no reload after the failure");
+        assert!(started.elapsed() < Duration::from_secs(60), "no reload after the failure");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!((count(&m.full_loads), count(&m.full_load_failures)), (loads + 1, 1));

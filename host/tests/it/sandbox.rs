@@ -1,7 +1,7 @@
-//! Hostile plugins fail with their named limit, fast, and nothing else in the process notices.
+//! Hostile plugins fail with their named limit, and a neighbouring plugin keeps serving meanwhile.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice::wasm::{PluginError, PluginLimits};
@@ -35,42 +35,46 @@ fn limits() -> PluginLimits {
 #[test]
 fn an_infinite_loop_hits_the_wall_time_limit_while_another_plugin_keeps_working() {
     let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicUsize::new(0));
     let neighbour = {
-        let stop = stop.clone();
+        let (stop, served) = (stop.clone(), served.clone());
         std::thread::spawn(move || {
             let plugin = load("student-trans", PluginLimits::default());
             let input = batch("name VARCHAR(256), age INT", &[vec![Value::Str("James"), Value::Int(18)]]);
             let mut inst = plugin.transform(&[], &input.schema()).unwrap();
-            let mut served = 0;
-            while !stop.load(Ordering::Relaxed) || served == 0 {
+            while !stop.load(Ordering::Relaxed) {
                 assert_eq!(lines(&inst.process(&input).unwrap()), ["+I prefix_James 19"]);
-                served += 1;
+                served.fetch_add(1, Ordering::Relaxed);
             }
-            served
         })
     };
-    let started = Instant::now();
+    // The neighbour is serving before the hostile call starts…
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while served.load(Ordering::Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "the neighbouring plugin never served a batch");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let before = served.load(Ordering::Relaxed);
     let err = hostile("loop", limits()).unwrap_err();
-    let elapsed = started.elapsed();
+    let during = served.load(Ordering::Relaxed) - before;
     stop.store(true, Ordering::Relaxed);
+    neighbour.join().expect("the neighbouring plugin never failed");
     assert!(matches!(err, PluginError::Timeout { .. }), "{err}");
     assert_eq!(
         err.to_string(),
         "plugin `hostile`: batch 1 (1 rows): exceeded its wall-time limit of 1s per call; the plugin may loop \
          forever — fix it or raise `limits.timeout`"
     );
-    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
-    let served = neighbour.join().expect("the neighbouring plugin never failed");
-    assert!(served > 0);
+    // …and kept serving while the loop ran for its second: a lock shared by all instances would
+    // let it finish at most the one call it was in.
+    assert!(during >= 2, "the neighbour served {during} batches while the hostile plugin looped");
 }
 
 #[test]
 fn a_memory_hog_hits_the_memory_limit() {
-    let started = Instant::now();
     let err = hostile("memory", limits()).unwrap_err();
     assert!(matches!(err, PluginError::MemoryLimit { limit: 67_108_864, .. }), "{err}");
     assert!(err.to_string().contains("exceeded its memory limit of 67108864 bytes"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[test]
@@ -102,11 +106,10 @@ fn a_plugin_error_fails_the_batch_with_its_message() {
 
 #[test]
 fn fuel_bounds_the_work_of_one_call() {
-    let started = Instant::now();
-    let metered = PluginLimits { fuel: Some(50_000_000), timeout: Duration::from_secs(30), ..limits() };
+    // The wall-time limit is far away: only the fuel can stop the loop.
+    let metered = PluginLimits { fuel: Some(50_000_000), timeout: Duration::from_secs(300), ..limits() };
     let err = hostile("loop", metered).unwrap_err();
     assert!(matches!(err, PluginError::OutOfFuel { limit: 50_000_000, .. }), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5));
     // A well-behaved plugin under the same budget is fine.
     assert_eq!(hostile("ok", PluginLimits { fuel: Some(50_000_000), ..limits() }).unwrap()[0].num_rows(), 1);
 }
