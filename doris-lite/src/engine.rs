@@ -453,7 +453,9 @@ impl Engine {
                     state.tso.observe(tso);
                     state.next_txn = state.next_txn.max(txn_id + 1);
                     if let Ok(t) = state.table_mut(&db, &table) {
-                        t.apply(write, tso, commit_ms);
+                        t.apply(write, tso, commit_ms).map_err(|e| {
+                            EngineError::Other(format!("replaying the commit of label {label} into {db}.{table}: {e}"))
+                        })?;
                     }
                     if let Ok(d) = state.db_mut(&db) {
                         d.labels.insert(label.clone(), txn_id);
@@ -622,7 +624,7 @@ impl Engine {
         let rec = LogRecord::Commit { db: db.clone(), table: table.clone(), txn_id, label, tso, commit_ms, write };
         self.log(&rec)?;
         let LogRecord::Commit { write, .. } = rec else { unreachable!("constructed above") };
-        st.table_mut(&db, &table)?.apply(write, tso, commit_ms);
+        st.table_mut(&db, &table)?.apply(write, tso, commit_ms).map_err(EngineError::Other)?;
         if let Some(t) = st.txns.get_mut(&txn_id) {
             t.status = TxnStatus::Visible;
             t.write = None;
@@ -1105,7 +1107,7 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
                 }
                 let fill = c.default_value().unwrap_or(Value::Null);
                 t.schema.columns.insert(at, c);
-                t.map_rows(|row| row.insert(at, fill.clone()));
+                t.map_rows(|row| row.insert(at, fill.clone())).map_err(EngineError::Other)?;
             }
         }
         AlterOp::DropColumn(c) => {
@@ -1123,7 +1125,8 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
             }
             t.map_rows(|row| {
                 row.remove(i);
-            });
+            })
+            .map_err(EngineError::Other)?;
         }
         AlterOp::ModifyColumn(col, comment_only, pos) => {
             let i = t
@@ -1151,7 +1154,8 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
                 t.map_rows(|row| {
                     let v = old_ty.render(&row[i]).and_then(|s| new_ty.parse_text(&s).ok()).unwrap_or(Value::Null);
                     row[i] = v;
-                });
+                })
+                .map_err(EngineError::Other)?;
             }
             let target = match pos {
                 ColumnPosition::Default => None,
@@ -1167,7 +1171,8 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
                 t.map_rows(|row| {
                     let v = row.remove(i);
                     row.insert(to, v);
-                });
+                })
+                .map_err(EngineError::Other)?;
             }
             t.touch();
         }

@@ -1785,7 +1785,7 @@ impl Executor {
                         Some((tb.id + 1).to_string()),
                         Some("10001".into()),
                         Some(t.version.to_string()),
-                        Some(tb.live_rows().count().to_string()),
+                        Some(tb.row_count().to_string()),
                     ]
                 })
                 .collect();

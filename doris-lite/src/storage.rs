@@ -297,20 +297,125 @@ pub struct StoredRow {
 pub struct Tablet {
     /// Stable tablet id.
     pub id: i64,
-    /// DUPLICATE tables: rows in arrival order.
-    pub rows: Vec<StoredRow>,
+    /// DUPLICATE tables: rows in arrival order, kept columnar.
+    pub chunks: Vec<Chunk>,
     /// UNIQUE and AGGREGATE tables: rows by key.
     pub keyed: BTreeMap<Vec<Value>, StoredRow>,
 }
 
-impl Tablet {
-    /// Live rows (tombstones skipped).
-    pub fn live_rows(&self) -> Box<dyn Iterator<Item = &StoredRow> + '_> {
-        if self.keyed.is_empty() {
-            Box::new(self.rows.iter())
-        } else {
-            Box::new(self.keyed.values().filter(|r| !r.deleted))
+/// Appended rows of a DUPLICATE tablet as one Arrow batch of the visible columns (the batch a
+/// scan serves, so a scan copies nothing), with the commit TSO of each run of rows.
+#[derive(Debug, Clone)]
+pub struct Chunk {
+    /// The rows.
+    pub batch: RecordBatch,
+    /// `(first row, commit TSO)` of each commit in the chunk, in row order.
+    pub tsos: Vec<(usize, i64)>,
+}
+
+impl Chunk {
+    fn tso_column(&self) -> Vec<Value> {
+        let n = self.batch.num_rows();
+        let mut out = Vec::with_capacity(n);
+        for (i, &(start, tso)) in self.tsos.iter().enumerate() {
+            let end = self.tsos.get(i + 1).map(|r| r.0).unwrap_or(n);
+            out.extend((start..end).map(|_| Value::Int(tso)));
         }
+        out
+    }
+
+    fn merge(chunks: &[Chunk]) -> Result<Chunk, String> {
+        let Some(first) = chunks.first() else {
+            return Err("no chunks to merge".into());
+        };
+        let batch = arrow::compute::concat_batches(&first.batch.schema(), chunks.iter().map(|c| &c.batch))
+            .map_err(|e| e.to_string())?;
+        let mut tsos = Vec::new();
+        let mut offset = 0;
+        for c in chunks {
+            tsos.extend(c.tsos.iter().map(|&(start, tso)| (start + offset, tso)));
+            offset += c.batch.num_rows();
+        }
+        Ok(Chunk { batch, tsos })
+    }
+}
+
+impl Tablet {
+    /// Live rows of a UNIQUE or AGGREGATE tablet (tombstones skipped).
+    pub fn live_rows(&self) -> impl Iterator<Item = &StoredRow> + '_ {
+        self.keyed.values().filter(|r| !r.deleted)
+    }
+
+    /// Number of live rows.
+    pub fn row_count(&self) -> usize {
+        self.chunks.iter().map(|c| c.batch.num_rows()).sum::<usize>() + self.live_rows().count()
+    }
+
+    /// Appends rows (visible columns, in arrival order) committed at `tso`. Chunks are merged
+    /// while the newest is at least half the size of the one before, so a tablet holds a few
+    /// chunks however many small commits it took.
+    fn append(&mut self, batch: RecordBatch, tso: i64) -> Result<(), String> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.chunks.push(Chunk { batch, tsos: vec![(0, tso)] });
+        while let [.., a, b] = self.chunks.as_slice() {
+            if b.batch.num_rows() * 2 < a.batch.num_rows() {
+                break;
+            }
+            let at = self.chunks.len() - 2;
+            let merged = Chunk::merge(&self.chunks[at..])?;
+            self.chunks.truncate(at);
+            self.chunks.push(merged);
+        }
+        Ok(())
+    }
+
+    /// Merges the chunks into one, so the tablet's rows are one batch.
+    fn compact(&mut self) -> Result<(), String> {
+        if self.chunks.len() > 1 {
+            let merged = Chunk::merge(&self.chunks)?;
+            self.chunks = vec![merged];
+        }
+        Ok(())
+    }
+
+    /// Removes the appended rows whose position (in arrival order) is marked.
+    fn remove_rows(&mut self, doomed: &[bool]) -> Result<(), String> {
+        self.compact()?;
+        let Some(chunk) = self.chunks.pop() else {
+            return Ok(());
+        };
+        let keep = arrow::array::BooleanArray::from_iter(
+            (0..chunk.batch.num_rows()).map(|i| Some(!doomed.get(i).copied().unwrap_or(false))),
+        );
+        let batch = arrow::compute::filter_record_batch(&chunk.batch, &keep).map_err(|e| e.to_string())?;
+        let mut tsos: Vec<(usize, i64)> = Vec::new();
+        let mut kept = 0;
+        for (i, &(start, tso)) in chunk.tsos.iter().enumerate() {
+            let end = chunk.tsos.get(i + 1).map(|r| r.0).unwrap_or(chunk.batch.num_rows());
+            let n = (start..end).filter(|&r| !doomed.get(r).copied().unwrap_or(false)).count();
+            if n > 0 {
+                tsos.push((kept, tso));
+                kept += n;
+            }
+        }
+        if batch.num_rows() > 0 {
+            self.chunks.push(Chunk { batch, tsos });
+        }
+        Ok(())
+    }
+
+    /// The appended rows as values, in arrival order.
+    fn appended_values(&self) -> Vec<Vec<Value>> {
+        let mut out = Vec::with_capacity(self.row_count());
+        for c in &self.chunks {
+            let cols = c.batch.columns();
+            for r in 0..c.batch.num_rows() {
+                out.push(cols.iter().map(|a| value_at(a, r)).collect());
+            }
+        }
+        out
     }
 }
 
@@ -394,7 +499,6 @@ pub struct Table {
     /// When the table was created (wall clock, ms since epoch).
     pub created_ms: i64,
     random_cursor: usize,
-    snapshot: Option<(u64, bool, RecordBatch)>,
     tablet_snapshots: Option<(u64, bool, Vec<RecordBatch>)>,
 }
 
@@ -434,20 +538,19 @@ impl Table {
                 .map(|d| d.as_millis() as i64)
                 .unwrap_or(0),
             random_cursor: 0,
-            snapshot: None,
             tablet_snapshots: None,
         }
     }
 
     /// Number of live rows.
     pub fn row_count(&self) -> usize {
-        self.tablets.iter().map(|t| t.live_rows().count()).sum()
+        self.tablets.iter().map(Tablet::row_count).sum()
     }
 
     /// Drops all rows (TRUNCATE); tablet ids are kept.
     pub fn truncate(&mut self) {
         for t in &mut self.tablets {
-            t.rows.clear();
+            t.chunks.clear();
             t.keyed.clear();
         }
         self.data_version += 1;
@@ -458,17 +561,28 @@ impl Table {
         self.data_version += 1;
     }
 
-    /// Rewrites every stored row with `f` (ALTER TABLE ADD/DROP/MODIFY COLUMN).
-    pub fn map_rows(&mut self, mut f: impl FnMut(&mut Vec<Value>)) {
+    /// Rewrites every stored row with `f` (ALTER TABLE ADD/DROP/MODIFY COLUMN), after the schema
+    /// has taken its new shape.
+    pub fn map_rows(&mut self, mut f: impl FnMut(&mut Vec<Value>)) -> Result<(), String> {
+        self.data_version += 1;
+        let types: Vec<DorisType> = self.schema.columns.iter().map(|c| c.ty.clone()).collect();
+        let schema = self.arrow_schema(false, false);
         for t in &mut self.tablets {
-            for r in t.rows.iter_mut() {
-                f(&mut r.values);
-            }
             for r in t.keyed.values_mut() {
                 f(&mut r.values);
             }
+            if t.chunks.is_empty() {
+                continue;
+            }
+            t.compact()?;
+            let mut rows = t.appended_values();
+            for r in rows.iter_mut() {
+                f(r);
+            }
+            let tsos = std::mem::take(&mut t.chunks[0].tsos);
+            t.chunks = vec![Chunk { batch: batch_of(&schema, &types, &rows)?, tsos }];
         }
-        self.data_version += 1;
+        Ok(())
     }
 
     fn bucket_of(&mut self, values: &[Value], dist: &[usize]) -> usize {
@@ -488,7 +602,7 @@ impl Table {
     }
 
     /// Applies one committed write at `tso` (version = self.version + 1).
-    pub fn apply(&mut self, write: TableWrite, tso: i64, commit_ms: i64) {
+    pub fn apply(&mut self, write: TableWrite, tso: i64, commit_ms: i64) -> Result<(), String> {
         if let TableWrite::Overwrite(ops) = write {
             self.truncate();
             return self.apply(TableWrite::Rows { ops, partial: None }, tso, commit_ms);
@@ -525,18 +639,13 @@ impl Table {
                     let Some(tablet) = self.tablets.get_mut(t) else {
                         continue;
                     };
-                    let mut doomed = vec![false; tablet.rows.len()];
+                    let mut doomed = vec![false; tablet.row_count()];
                     for i in idx {
                         if let Some(d) = doomed.get_mut(i) {
                             *d = true;
                         }
                     }
-                    let mut i = 0;
-                    tablet.rows.retain(|_| {
-                        let keep = !doomed[i];
-                        i += 1;
-                        keep
-                    });
+                    tablet.remove_rows(&doomed)?;
                 }
             }
             TableWrite::Rows { mut ops, partial } => {
@@ -545,17 +654,16 @@ impl Table {
                 let auto_cols: Vec<usize> =
                     self.schema.columns.iter().enumerate().filter(|(_, c)| c.auto_increment).map(|(i, _)| i).collect();
                 for &ci in &auto_cols {
-                    let mut next = self
-                        .tablets
-                        .iter()
-                        .flat_map(|t| t.rows.iter().chain(t.keyed.values()))
-                        .filter_map(|r| match r.values.get(ci) {
+                    let keyed =
+                        self.tablets.iter().flat_map(|t| t.keyed.values()).filter_map(|r| match r.values.get(ci) {
                             Some(Value::Int(i)) => Some(*i),
                             _ => None,
-                        })
-                        .max()
-                        .unwrap_or(0)
-                        + 1;
+                        });
+                    let appended = self.tablets.iter().flat_map(|t| &t.chunks).filter_map(|c| {
+                        let col = arrow::compute::cast(c.batch.column(ci), &DataType::Int64).ok()?;
+                        arrow::compute::max(col.as_any().downcast_ref::<arrow::array::Int64Array>()?)
+                    });
+                    let mut next = keyed.chain(appended).max().unwrap_or(0) + 1;
                     for op in ops.iter_mut() {
                         if op.values[ci].is_null() && !op.delete {
                             op.values[ci] = Value::Int(next);
@@ -570,25 +678,24 @@ impl Table {
                 let seq_col = self.schema.sequence_column();
                 let aggs: Vec<Option<AggType>> = self.schema.columns.iter().map(|c| c.agg).collect();
                 if keys_type == KeysType::Duplicate {
-                    let per_tablet = ops.len() / self.tablets.len().max(1);
-                    for t in self.tablets.iter_mut() {
-                        t.rows.reserve(per_tablet);
+                    let mut per_tablet: Vec<Vec<Vec<Value>>> = vec![Vec::new(); self.tablets.len()];
+                    for op in ops {
+                        record(ChangeOp::Append, &op.values, None);
+                        let b = self.bucket_of(&op.values, &dist);
+                        per_tablet[b].push(op.values);
                     }
+                    let types: Vec<DorisType> = self.schema.columns.iter().map(|c| c.ty.clone()).collect();
+                    let schema = self.arrow_schema(false, false);
+                    for (tablet, rows) in self.tablets.iter_mut().zip(per_tablet) {
+                        tablet.append(batch_of(&schema, &types, &rows)?, tso)?;
+                    }
+                    ops = Vec::new();
                 }
                 for op in ops {
                     let b = self.bucket_of(&op.values, &dist);
                     let tablet = &mut self.tablets[b];
                     match keys_type {
-                        KeysType::Duplicate => {
-                            record(ChangeOp::Append, &op.values, None);
-                            tablet.rows.push(StoredRow {
-                                values: op.values,
-                                seq: Value::Null,
-                                version,
-                                tso,
-                                deleted: false,
-                            });
-                        }
+                        KeysType::Duplicate => unreachable!("appended above"),
                         KeysType::Unique => {
                             let RowOp { mut values, delete, seq: op_seq } = op;
                             let key: Vec<Value> = values[..key_count].to_vec();
@@ -705,6 +812,7 @@ impl Table {
             }
         }
         self.changelog.extend(records);
+        Ok(())
     }
 
     /// Arrow schema of a snapshot.
@@ -721,53 +829,32 @@ impl Table {
         Arc::new(Schema::new(fields))
     }
 
-    /// The committed rows as one RecordBatch (cached per data version).
+    /// The committed rows as one RecordBatch: the tablets' batches one after another, with a
+    /// row id (`tablet << 40 | row`) column when asked.
     pub fn snapshot(&mut self, with_hidden: bool, with_rowid: bool) -> Result<RecordBatch, String> {
-        if !with_rowid
-            && let Some((v, h, b)) = &self.snapshot
-            && *v == self.data_version
-            && *h == with_hidden
-        {
-            return Ok(b.clone());
-        }
+        let tablets = self.tablet_snapshots(with_hidden)?;
         let schema = self.arrow_schema(with_hidden, with_rowid);
-        let hidden = if with_hidden { self.schema.hidden_columns() } else { Vec::new() };
-        let mut types: Vec<DorisType> = self.schema.columns.iter().map(|c| c.ty.clone()).collect();
-        types.extend(hidden.iter().map(|(_, t)| t.clone()));
-        let rows: Vec<(u64, &StoredRow)> = self
-            .tablets
-            .iter()
-            .enumerate()
-            .flat_map(|(ti, t)| t.live_rows().enumerate().map(move |(ri, r)| (((ti as u64) << 40) | ri as u64, r)))
-            .collect();
-        let ncols = self.schema.columns.len();
-        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(types.len() + 1);
-        for (ci, ty) in types.iter().enumerate() {
-            if ci < ncols {
-                arrays.push(build_array(ty, rows.iter().map(|(_, r)| &r.values[ci]))?);
-            } else {
-                let hv: Vec<Value> = rows.iter().map(|(_, r)| hidden_value(hidden[ci - ncols].0, r)).collect();
-                arrays.push(build_array(ty, hv.iter())?);
-            }
-        }
-        if with_rowid {
-            let mut b = UInt64Builder::with_capacity(rows.len());
-            for (id, _) in &rows {
-                b.append_value(*id);
-            }
-            arrays.push(Arc::new(b.finish()));
-        }
-        let batch = RecordBatch::try_new(schema, arrays).map_err(|e| e.to_string())?;
+        let plain = self.arrow_schema(with_hidden, false);
+        let all = arrow::compute::concat_batches(&plain, &tablets).map_err(|e| e.to_string())?;
         if !with_rowid {
-            self.snapshot = Some((self.data_version, with_hidden, batch.clone()));
+            return Ok(all);
         }
-        Ok(batch)
+        let mut ids = UInt64Builder::with_capacity(all.num_rows());
+        for (ti, b) in tablets.iter().enumerate() {
+            for ri in 0..b.num_rows() {
+                ids.append_value(((ti as u64) << 40) | ri as u64);
+            }
+        }
+        let mut columns = all.columns().to_vec();
+        columns.push(Arc::new(ids.finish()));
+        RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
     }
 }
 
 impl Table {
     /// The committed rows of each tablet as one RecordBatch, in tablet order (cached per data
-    /// version): what full scans and `TABLET(...)` reads are served from.
+    /// version): what full scans and `TABLET(...)` reads are served from. A DUPLICATE tablet's
+    /// batch is its stored chunk itself.
     pub fn tablet_snapshots(&mut self, with_hidden: bool) -> Result<Vec<RecordBatch>, String> {
         if let Some((v, h, b)) = &self.tablet_snapshots
             && *v == self.data_version
@@ -775,23 +862,40 @@ impl Table {
         {
             return Ok(b.clone());
         }
+        for t in &mut self.tablets {
+            t.compact()?;
+        }
         let schema = self.arrow_schema(with_hidden, false);
         let hidden = if with_hidden { self.schema.hidden_columns() } else { Vec::new() };
         let columns = &self.schema.columns;
         let build = |tablet: &Tablet| -> Result<RecordBatch, String> {
-            let rows: Vec<&StoredRow> = tablet.live_rows().collect();
             let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len() + hidden.len());
-            for (ci, c) in columns.iter().enumerate() {
-                arrays.push(build_array(&c.ty, rows.iter().map(|r| &r.values[ci]))?);
-            }
-            for (name, ty) in &hidden {
-                let hv: Vec<Value> = rows.iter().map(|r| hidden_value(name, r)).collect();
-                arrays.push(build_array(ty, hv.iter())?);
+            if let Some(chunk) = tablet.chunks.first() {
+                arrays.extend(chunk.batch.columns().iter().cloned());
+                if !hidden.is_empty() {
+                    let tsos = chunk.tso_column();
+                    for (name, ty) in &hidden {
+                        let hv: Vec<Value> = match *name {
+                            COMMIT_TSO_COL => tsos.clone(),
+                            _ => vec![Value::Null; tsos.len()],
+                        };
+                        arrays.push(build_array(ty, hv.iter())?);
+                    }
+                }
+            } else {
+                let rows: Vec<&StoredRow> = tablet.live_rows().collect();
+                for (ci, c) in columns.iter().enumerate() {
+                    arrays.push(build_array(&c.ty, rows.iter().map(|r| &r.values[ci]))?);
+                }
+                for (name, ty) in &hidden {
+                    let hv: Vec<Value> = rows.iter().map(|r| hidden_value(name, r)).collect();
+                    arrays.push(build_array(ty, hv.iter())?);
+                }
             }
             RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())
         };
-        // Large tables are converted on all cores, a share of the tablets each.
-        let rows: usize = self.tablets.iter().map(|t| t.rows.len() + t.keyed.len()).sum();
+        // Large keyed tables are converted on all cores, a share of the tablets each.
+        let rows: usize = self.tablets.iter().map(|t| t.keyed.len()).sum();
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(self.tablets.len());
         let out: Vec<RecordBatch> = if threads > 1 && rows >= 100_000 {
             let per = self.tablets.len().div_ceil(threads);
@@ -816,6 +920,44 @@ impl Table {
         };
         self.tablet_snapshots = Some((self.data_version, with_hidden, out.clone()));
         Ok(out)
+    }
+}
+
+/// A batch of `schema` (visible columns of `types`) from rows of values.
+fn batch_of(schema: &SchemaRef, types: &[DorisType], rows: &[Vec<Value>]) -> Result<RecordBatch, String> {
+    let arrays = types
+        .iter()
+        .enumerate()
+        .map(|(ci, ty)| build_array(ty, rows.iter().map(|r| &r[ci])))
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        arrays,
+        &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The value at `row` of an array built by [`build_array`].
+pub fn value_at(array: &ArrayRef, row: usize) -> Value {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes as t;
+    if array.is_null(row) {
+        return Value::Null;
+    }
+    match array.data_type() {
+        DataType::Boolean => Value::Bool(array.as_boolean().value(row)),
+        DataType::Int8 => Value::Int(array.as_primitive::<t::Int8Type>().value(row).into()),
+        DataType::Int16 => Value::Int(array.as_primitive::<t::Int16Type>().value(row).into()),
+        DataType::Int32 => Value::Int(array.as_primitive::<t::Int32Type>().value(row).into()),
+        DataType::Int64 => Value::Int(array.as_primitive::<t::Int64Type>().value(row)),
+        DataType::Float32 => Value::Float(array.as_primitive::<t::Float32Type>().value(row).into()),
+        DataType::Float64 => Value::Float(array.as_primitive::<t::Float64Type>().value(row)),
+        DataType::Decimal128(_, _) => Value::Decimal(array.as_primitive::<t::Decimal128Type>().value(row).into()),
+        DataType::Date32 => Value::Date(array.as_primitive::<t::Date32Type>().value(row)),
+        DataType::Timestamp(_, _) => Value::DateTime(array.as_primitive::<t::TimestampMicrosecondType>().value(row)),
+        DataType::Utf8 => Value::Str(array.as_string::<i32>().value(row).into()),
+        _ => Value::Null,
     }
 }
 
@@ -996,7 +1138,8 @@ mod tests {
     }
 
     fn rows(t: &Table) -> Vec<Vec<Value>> {
-        let mut v: Vec<Vec<Value>> = t.tablets.iter().flat_map(|t| t.live_rows().map(|r| r.values.clone())).collect();
+        let mut v: Vec<Vec<Value>> =
+            t.tablets.iter().flat_map(|t| t.live_rows().map(|r| r.values.clone()).chain(t.appended_values())).collect();
         v.sort();
         v
     }
@@ -1005,14 +1148,14 @@ mod tests {
     fn tablet_snapshots_of_a_large_table_match_the_tablets() {
         let mut t = table(KeysType::Duplicate, vec![], [None, None]);
         let ops: Vec<RowOp> = (0..150_000).map(|k| op(k, Some(k * 2), "x", false)).collect();
-        t.apply(TableWrite::Rows { ops, partial: None }, 1, 0);
+        t.apply(TableWrite::Rows { ops, partial: None }, 1, 0).unwrap();
         let batches = t.tablet_snapshots(false).unwrap();
         assert_eq!(batches.len(), 3);
         for (b, tablet) in batches.iter().zip(&t.tablets) {
-            assert_eq!(b.num_rows(), tablet.rows.len());
+            assert_eq!(b.num_rows(), tablet.row_count());
             let keys = b.column(0).as_any().downcast_ref::<arrow::array::Int32Array>().unwrap();
             let want: Vec<i32> =
-                tablet.rows.iter().map(|r| if let Value::Int(k) = r.values[0] { k as i32 } else { -1 }).collect();
+                tablet.appended_values().iter().map(|r| if let Value::Int(k) = r[0] { k as i32 } else { -1 }).collect();
             assert_eq!(keys.values().to_vec(), want);
         }
         assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 150_000);
@@ -1025,15 +1168,16 @@ mod tests {
             ops: vec![op(1, Some(1), "x", false), op(1, Some(2), "y", false), op(2, Some(5), "z", false)],
             partial: None,
         };
-        t.apply(w, 1, 0);
+        t.apply(w, 1, 0).unwrap();
         assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(2), Value::Str("y".into())]);
-        t.apply(TableWrite::Rows { ops: vec![op(2, None, "", true)], partial: None }, 2, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(2, None, "", true)], partial: None }, 2, 0).unwrap();
         assert_eq!(rows(&t).len(), 1);
         t.apply(
             TableWrite::Rows { ops: vec![op(1, Some(9), "", false)], partial: Some(vec![true, true, false]) },
             3,
             0,
-        );
+        )
+        .unwrap();
         assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(9), Value::Str("y".into())]);
         let tablet_ids: Vec<i64> = t.tablets.iter().map(|t| t.id).collect();
         assert_eq!(tablet_ids, vec![101, 102, 103]);
@@ -1042,11 +1186,11 @@ mod tests {
     #[test]
     fn sequence_column_wins_over_commit_order() {
         let mut t = table(KeysType::Unique, vec![("function_column.sequence_col".into(), "a".into())], [None, None]);
-        t.apply(TableWrite::Rows { ops: vec![op(1, Some(10), "new", false)], partial: None }, 1, 0);
-        t.apply(TableWrite::Rows { ops: vec![op(1, Some(5), "old", false)], partial: None }, 2, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(10), "new", false)], partial: None }, 1, 0).unwrap();
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(5), "old", false)], partial: None }, 2, 0).unwrap();
         assert_eq!(rows(&t)[0][2], Value::Str("new".into()));
         // A delete with a lower sequence is ignored.
-        t.apply(TableWrite::Rows { ops: vec![op(1, Some(3), "", true)], partial: None }, 3, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(3), "", true)], partial: None }, 3, 0).unwrap();
         assert_eq!(rows(&t).len(), 1);
     }
 
@@ -1057,10 +1201,11 @@ mod tests {
             TableWrite::Rows { ops: vec![op(1, Some(1), "a", false), op(1, Some(2), "b", false)], partial: None },
             1,
             0,
-        );
+        )
+        .unwrap();
         let mut o = op(1, Some(3), "", false);
         o.values[2] = Value::Null;
-        t.apply(TableWrite::Rows { ops: vec![o], partial: None }, 2, 0);
+        t.apply(TableWrite::Rows { ops: vec![o], partial: None }, 2, 0).unwrap();
         assert_eq!(rows(&t)[0], vec![Value::Int(1), Value::Int(6), Value::Str("b".into())]);
     }
 
@@ -1071,12 +1216,77 @@ mod tests {
             vec![("changelog.enable".into(), "true".into()), ("changelog.need_historical_value".into(), "true".into())],
             [None, None],
         );
-        t.apply(TableWrite::Rows { ops: vec![op(1, Some(1), "x", false)], partial: None }, 10, 0);
-        t.apply(TableWrite::Rows { ops: vec![op(1, Some(2), "x", false)], partial: None }, 11, 0);
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(1), "x", false)], partial: None }, 10, 0).unwrap();
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(2), "x", false)], partial: None }, 11, 0).unwrap();
         let ops: Vec<ChangeOp> = t.changelog.iter().map(|r| r.op).collect();
         assert_eq!(ops, vec![ChangeOp::Append, ChangeOp::UpdateBefore, ChangeOp::UpdateAfter]);
         assert!(t.changelog[2].before.is_some());
         assert_eq!(t.changelog[2].tso, 11);
+    }
+
+    #[test]
+    fn duplicate_tablets_keep_few_chunks_and_each_rows_commit_tso() {
+        let mut t = table(KeysType::Duplicate, vec![("changelog.enable".into(), "true".into())], [None, None]);
+        for k in 0..300 {
+            t.apply(TableWrite::Rows { ops: vec![op(k, Some(k), "x", false)], partial: None }, 1000 + k, 0).unwrap();
+        }
+        for tablet in &t.tablets {
+            assert!(tablet.chunks.len() <= 9, "{} chunks after ~100 commits", tablet.chunks.len());
+        }
+        assert_eq!(t.row_count(), 300);
+        let b = t.snapshot(true, false).unwrap();
+        let k = b.column(0).as_any().downcast_ref::<arrow::array::Int32Array>().unwrap();
+        let tso = b.column_by_name(COMMIT_TSO_COL).unwrap();
+        let tso = tso.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap();
+        for i in 0..b.num_rows() {
+            assert_eq!(tso.value(i), 1000 + i64::from(k.value(i)), "row {i}");
+        }
+        // A scan leaves one chunk per tablet, and serves it without copying.
+        assert!(t.tablets.iter().all(|tb| tb.chunks.len() == 1));
+        let scans = t.tablet_snapshots(false).unwrap();
+        for (s, tb) in scans.iter().zip(&t.tablets) {
+            assert!(Arc::ptr_eq(s.column(2), tb.chunks[0].batch.column(2)));
+        }
+    }
+
+    #[test]
+    fn duplicate_rows_are_deleted_by_row_id_and_reshaped_by_schema_changes() {
+        let mut t = table(KeysType::Duplicate, vec![], [None, None]);
+        for k in 0..6 {
+            t.apply(TableWrite::Rows { ops: vec![op(k, Some(k * 10), "x", false)], partial: None }, k, 0).unwrap();
+        }
+        let b = t.snapshot(false, true).unwrap();
+        let k = b.column(0).as_any().downcast_ref::<arrow::array::Int32Array>().unwrap();
+        let ids = b.column(3).as_any().downcast_ref::<arrow::array::UInt64Array>().unwrap();
+        let doomed: Vec<u64> = (0..b.num_rows()).filter(|&i| k.value(i) % 2 == 0).map(|i| ids.value(i)).collect();
+        t.apply(TableWrite::DeleteRowIds(doomed), 7, 0).unwrap();
+        let odd = |a: &str| -> Vec<Vec<Value>> {
+            [1, 3, 5].iter().map(|&k| vec![Value::Int(k), Value::Int(k * 10), Value::Str(a.into())]).collect()
+        };
+        assert_eq!(rows(&t), odd("x"));
+        // ALTER TABLE … ADD COLUMN: the schema first, then the rows.
+        t.schema.columns.push(col("c", DorisType::BigInt, None));
+        t.map_rows(|r| r.push(Value::Int(7))).unwrap();
+        let b = t.snapshot(false, false).unwrap();
+        assert_eq!(b.schema().field(3).name(), "c");
+        let mut want = odd("x");
+        want.iter_mut().for_each(|r| r.push(Value::Int(7)));
+        assert_eq!(rows(&t), want);
+        // New loads land in the new shape beside the old rows.
+        let mut o = op(9, Some(90), "y", false);
+        o.values.push(Value::Int(8));
+        t.apply(TableWrite::Rows { ops: vec![o], partial: None }, 8, 0).unwrap();
+        assert_eq!(t.row_count(), 4);
+        assert_eq!(t.snapshot(false, false).unwrap().num_rows(), 4);
+    }
+
+    #[test]
+    fn duplicate_auto_increment_continues_after_the_stored_maximum() {
+        let mut t = table(KeysType::Duplicate, vec![], [None, None]);
+        t.schema.columns[1].auto_increment = true;
+        t.apply(TableWrite::Rows { ops: vec![op(1, Some(41), "x", false)], partial: None }, 1, 0).unwrap();
+        t.apply(TableWrite::Rows { ops: vec![op(2, None, "y", false)], partial: None }, 2, 0).unwrap();
+        assert_eq!(rows(&t)[1], vec![Value::Int(2), Value::Int(42), Value::Str("y".into())]);
     }
 
     #[test]
