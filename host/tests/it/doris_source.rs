@@ -227,9 +227,11 @@ async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inser
     }
     doris.sql("INSERT INTO test.student VALUES (3, 'later', 30)");
     doris.sql("INSERT INTO test.student VALUES (2, 'changed', 21)");
+    // A last insert after the update: a pipeline that delivered it has read past the update too.
+    doris.sql("INSERT INTO test.student VALUES (4, 'last', 40)");
     let rows = |t: &str| doris.sql(&format!("SELECT id, name FROM test.{t} ORDER BY id, name"));
-    // Every pipeline has seen row 3, the last change; then they stop, and nothing more arrives.
-    eventually("row 3 in every target", || cases.iter().all(|(t, _)| rows(t).iter().any(|r| r == "3\tprefix_later")))
+    // Every pipeline has seen row 4, the last change; then they stop, and nothing more arrives.
+    eventually("row 4 in every target", || cases.iter().all(|(t, _)| rows(t).iter().any(|r| r == "4\tprefix_last")))
         .await;
     for (stop, task) in running {
         stop.send(true).unwrap();
@@ -237,11 +239,11 @@ async fn latest_and_from_timestamp_start_where_asked_and_append_only_keeps_inser
     }
     // latest: only what happened after the start; the update arrives as its after-image (the
     // before-image is dropped by `ignore.update_before`).
-    assert_eq!(rows("latest"), ["2\tprefix_changed", "3\tprefix_later"]);
+    assert_eq!(rows("latest"), ["2\tprefix_changed", "3\tprefix_later", "4\tprefix_last"]);
     // from-timestamp: the insert of 2 at `since` is included, row 1 before it is not.
-    assert_eq!(rows("from_ts"), ["2\tprefix_changed", "2\tprefix_new", "3\tprefix_later"]);
+    assert_eq!(rows("from_ts"), ["2\tprefix_changed", "2\tprefix_new", "3\tprefix_later", "4\tprefix_last"]);
     // append_only: inserts only; the update of 2 is not an insert.
-    assert_eq!(rows("append"), ["2\tprefix_new", "3\tprefix_later"]);
+    assert_eq!(rows("append"), ["2\tprefix_new", "3\tprefix_later", "4\tprefix_last"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
