@@ -10,6 +10,7 @@ pub mod faults;
 pub mod flight;
 pub mod functions;
 pub mod http;
+pub mod keyed_scan;
 pub mod load;
 pub mod mysql;
 pub mod net;

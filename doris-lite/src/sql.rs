@@ -405,7 +405,9 @@ impl SchemaProvider for DorisSchema {
             };
             if let Some(t) = key.and_then(|k| d.tables.get_mut(&k)) {
                 let batches = t.tablet_snapshots(show_hidden).map_err(DataFusionError::Execution)?;
-                return Ok(Some(mem_table(batches)?));
+                let full = mem_table(batches)?;
+                let scan = crate::keyed_scan::KeyedScan::new(self.engine.clone(), &self.db, t, full, show_hidden);
+                return Ok(Some(Arc::new(scan)));
             }
             match d.views.get(name) {
                 Some(v) => v.clone(),
@@ -1701,31 +1703,57 @@ impl Executor {
             } else {
                 s.db.clone().ok_or(EngineError::NoDatabase)?
             };
-            p.expect_kw("WHERE")?;
-            let key = p.ident()?.to_ascii_lowercase();
-            p.expect(&Token::Eq)?;
-            let val = p.literal_text()?;
+            // Doris: `WHERE id = 123`, `label = 'l'` or `status = 'precommitted'` (every
+            // transaction of the database in that state); anything else is refused.
+            const WHERE_FORMS: &str = "Where clause should looks like one of them: id = 123 or label = 'label' \
+                                       or status = 'prepare/precommitted/committed/visible/aborted'";
+            let form = || EngineError::Other(WHERE_FORMS.into());
+            p.expect_kw("WHERE").map_err(|_| EngineError::Other("Missing transaction id".into()))?;
+            let key = p.ident().map_err(|_| form())?.to_ascii_lowercase();
+            p.expect(&Token::Eq).map_err(|_| form())?;
+            let val = p.literal_text().map_err(|_| form())?;
+            let status = match key.as_str() {
+                "id" if val.parse::<i64>().is_ok() => None,
+                "label" => None,
+                "status" => match val.to_ascii_uppercase().as_str() {
+                    s @ ("PREPARE" | "PRECOMMITTED" | "COMMITTED" | "VISIBLE" | "ABORTED") => Some(s.to_string()),
+                    _ => {
+                        return Err(EngineError::Other(
+                            "status should be prepare/precommitted/committed/visible/aborted".into(),
+                        )
+                        .into());
+                    }
+                },
+                _ => return Err(form().into()),
+            };
             let st = self.engine.lock();
             st.db(&db)?;
-            let txn = st.txns.values().find(|t| {
-                t.db == db
-                    && match key.as_str() {
-                        "label" => t.label == val,
-                        _ => t.id.to_string() == val,
-                    }
-            });
-            let rows = txn
+            let mut txns: Vec<_> = st
+                .txns
+                .values()
+                .filter(|t| {
+                    t.db == db
+                        && match (key.as_str(), &status) {
+                            ("label", _) => t.label == val,
+                            (_, Some(s)) => t.status.name() == s,
+                            _ => t.id.to_string() == val,
+                        }
+                })
+                .collect();
+            txns.sort_by_key(|t| t.id);
+            let rows = txns
+                .into_iter()
                 .map(|t| {
-                    vec![vec![
+                    vec![
                         Some(t.id.to_string()),
                         Some(t.label.clone()),
                         Some("BE: 127.0.0.1".into()),
                         Some(t.status.name().into()),
                         Some("BACKEND_STREAMING".into()),
                         Some(t.reason.clone()),
-                    ]]
+                    ]
                 })
-                .unwrap_or_default();
+                .collect();
             return Ok(Outcome::Rows(ResultSet::strings(
                 &["TransactionId", "Label", "Coordinator", "TransactionStatus", "LoadJobSourceType", "Reason"],
                 rows,

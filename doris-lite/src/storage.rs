@@ -924,7 +924,7 @@ impl Table {
 }
 
 /// A batch of `schema` (visible columns of `types`) from rows of values.
-fn batch_of(schema: &SchemaRef, types: &[DorisType], rows: &[Vec<Value>]) -> Result<RecordBatch, String> {
+pub(crate) fn batch_of(schema: &SchemaRef, types: &[DorisType], rows: &[Vec<Value>]) -> Result<RecordBatch, String> {
     let arrays = types
         .iter()
         .enumerate()

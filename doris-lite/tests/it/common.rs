@@ -164,6 +164,17 @@ pub fn two_pc(fe: &str, header: &str, op: &str) -> Value {
     ]))
 }
 
+/// A Stream Load of `file` into `db`.`table` at the FE `fe` with curl, as the Doris manual shows:
+/// the label, then `headers` (`name:value`).
+pub fn curl_load(fe: &str, db: &str, table: &str, label: &str, headers: &[&str], file: &Path) -> Value {
+    let mut a = args(&["-sS", "--location-trusted", "-u", "root:", "-H", &format!("label:{label}")]);
+    for h in headers {
+        a.extend(args(&["-H", h]));
+    }
+    a.extend(args(&["-T", &file.display().to_string(), &format!("http://{fe}/api/{db}/{table}/_stream_load")]));
+    curl_json(&a)
+}
+
 pub fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }

@@ -191,19 +191,7 @@ impl Binary {
     fn load(&self, dir: &std::path::Path, label: &str, body: &[u8]) -> Value {
         let f = dir.join(format!("{label}.csv"));
         std::fs::write(&f, body).expect("write");
-        curl_json(&args(&[
-            "-sS",
-            "--location-trusted",
-            "-u",
-            "root:",
-            "-H",
-            &format!("label:{label}"),
-            "-H",
-            "column_separator:,",
-            "-T",
-            &f.display().to_string(),
-            &format!("http://{}/api/test/t/_stream_load", self.fe),
-        ]))
+        crate::common::curl_load(&self.fe, "test", "t", label, &["column_separator:,"], &f)
     }
 }
 
