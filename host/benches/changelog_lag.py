@@ -5,8 +5,11 @@
 Writes `bench.src` with one Stream Load (curl) of ROWS_PER_LOAD rows every 1/LOADS_PER_SECOND s
 for SECONDS s (load k carries ids k*ROWS_PER_LOAD…, `b` = k and `sent_ms`, the wall-clock time
 the load was sent), recording when each load's commit returned. A poller asks `bench.dst` every
-100 ms which loads are there in full (`count(*) = ROWS_PER_LOAD`) and records the time of the
-first query that saw each. Lag = that time - the commit's return. Prints p50, p99 and max.
+100 ms which loads are there in full (`count(*) = ROWS_PER_LOAD`) and stamps each load visible at
+the END of the first query that saw it in full: the time its result came back, not the time it was
+asked. The rows were visible by then at the latest, whereas the ask time may come before they were
+committed to the target; so the lag is never under-stated, and a slow poll query adds to it.
+Lag = that time - the commit's return. Prints p50, p99 and max.
 
 Before measuring, one probe row is loaded until it shows up in `bench.dst`: the pipeline is
 following the changelog.
@@ -69,7 +72,7 @@ print("pipeline following the changelog (probe seen after %.1f s)" % (time.time(
 
 committed = {}   # load -> time its commit returned
 sent = {}        # load -> time it was sent
-visible = {}     # load -> time of the first query that saw all its rows
+visible = {}     # load -> time the first query that saw all its rows returned its result
 poll_secs = []
 done = threading.Event()
 
@@ -111,10 +114,11 @@ def poller():
         with conn.cursor() as c:
             c.execute("SELECT b, count(*) FROM bench.dst WHERE b >= %d GROUP BY b" % low)
             rows = c.fetchall()
-        poll_secs.append(time.time() - asked)
+        answered = time.time()  # the rows below were visible by now, at the latest
+        poll_secs.append(answered - asked)
         for b, n in rows:
             if n == per_load and b not in visible:
-                visible[b] = asked
+                visible[b] = answered
         while low in visible:
             low += 1
         if done.is_set():

@@ -9,7 +9,8 @@
 #
 # The defaults write 20,000 rows/s: one Stream Load (curl) of 2,000 rows every 100 ms, each row with
 # its id, its load's number and the wall-clock time the load was sent. changelog_lag.py polls the
-# target every 100 ms for the loads present in full and prints the lag's p50, p99 and max, against
+# target every 100 ms for the loads present in full (a load counts as visible when the first query
+# that saw it in full returned its result) and prints the lag's p50, p99 and max, against
 # the target p99 <= poll interval + checkpoint interval + 1 s = 3 s. Release builds.
 # Needs: cargo, curl, mysql (or mariadb) CLI, awk, python3 (pymysql is installed into a virtualenv,
 # $SLUICE_BENCH_VENV or /var/tmp/sluice-bench-venv, when missing).

@@ -2,8 +2,9 @@
 # process on ephemeral ports, a virtualenv for Python clients, and small helpers.
 #
 # Before sourcing, set REPO (the repository root). Afterwards: $WORK (a temp dir removed on exit),
-# bench_binaries (sets $SLUICE and $DORIS), start_doris_lite (sets $FE, $QPORT, $FPORT, $DORIS_PID),
-# bench_venv CHECK PKG… (sets $PY), sql, now, calc, median, best, and track PID (killed on exit).
+# bench_binaries (sets $SLUICE and $DORIS), start_doris_lite [FLAG…] (sets $FE, $QPORT, $FPORT,
+# $DORIS_PID), bench_venv CHECK PKG… (sets $PY), sql, now, calc, median, best, and track PID (killed
+# on exit).
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/release}"
 WORK="$(mktemp -d)"
@@ -26,9 +27,10 @@ bench_binaries() {
   fi
 }
 
-# A doris-lite process on ephemeral ports, ready to answer.
+# A doris-lite process on ephemeral ports, ready to answer; FLAG… are passed on to it.
+#   start_doris_lite [FLAG…]
 start_doris_lite() {
-  "$DORIS" --fe-http-port 0 --be-http-port 0 --query-port 0 --arrow-flight-sql-port 0 >"$WORK/doris.out" 2>"$WORK/doris.err" &
+  "$DORIS" --fe-http-port 0 --be-http-port 0 --query-port 0 --arrow-flight-sql-port 0 "$@" >"$WORK/doris.out" 2>"$WORK/doris.err" &
   DORIS_PID=$!
   track "$DORIS_PID"
   for _ in $(seq 1 100); do grep -q '^ready$' "$WORK/doris.out" 2>/dev/null && break; sleep 0.1; done

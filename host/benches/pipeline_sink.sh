@@ -4,54 +4,54 @@
 # size into the same doris-lite, in the same run. Release builds.
 #
 #   host/benches/pipeline_sink.sh [ROWS] [PARALLELISM]     # default 2,000,000 rows, parallelism 2
+#   RUNS=5 host/benches/pipeline_sink.sh                   # rounds per doris-lite (default 3, >= 3)
+#   SLUICE_BIN=… DORIS_LITE_BIN=… host/benches/pipeline_sink.sh    # skip the sluice/doris-lite build
+#   SLUICE_PLUGINS_TARGET_DIR=…                            # where the passthrough plugin is built
 #
-# Prints rows/s, MB/s and Sluice's peak RSS, and the ratio to curl. Then the same two against a
-# second doris-lite started with --discard-stream-loads, which reads every body to the end and
-# answers it (labels, 2PC) without parsing or storing a row: doris-lite parses at ~50 MB/s, which
-# caps both clients above; against the discarding one, each shows its own ceiling.
+# Two doris-lites, one after the other: a storing one, then one started with
+# --discard-stream-loads, which reads every body to the end and answers it (labels, 2PC) without
+# parsing or storing a row: doris-lite parses at ~50 MB/s, which caps both clients on the storing
+# one; against the discarding one, each shows its own ceiling.
+#
+# Against each, RUNS rounds; each round runs both clients, one after the other, and which goes first
+# alternates (round 1: sluice then curl, round 2: curl then sluice, …), so that neither always runs on
+# a warmer or a busier machine. Every run loads into EMPTY tables (both bench tables are truncated
+# before it); every `sluice run` has a fresh pipeline directory, so a fresh state dir (it does not
+# resume a finished checkpoint) and fresh labels; every curl load has its own label. After each run
+# the rows are checked: on the storing doris-lite, the loaded table must hold exactly ROWS rows; on
+# the discarding one, the client must have been told ROWS rows (sluice: "rows written", curl:
+# NumberLoadedRows) and the table must hold none. Otherwise the script fails.
+#
+# The numbers, for one run: seconds = wall clock from starting the client to its exit (sluice:
+# process start, plugin instantiation, reading, loading and the 2PC commits; curl: its one Stream
+# Load); rows/s = ROWS / seconds; MB/s = bytes of load bodies (sluice: the bytes it says it loaded;
+# curl: the CSV file) / 10^6 / seconds; peak RSS = Sluice's maximum resident set (GNU time). Each
+# run is printed; then, per client, the MEDIAN over the RUNS runs of each figure (each column its
+# own median). Every ratio is of medians of rows/s: sluice / curl on each doris-lite, and
+# discarding / storing for each client. The load average at the end says how busy the machine was.
 # Needs: cargo, curl, mysql (or mariadb) CLI, awk, GNU time.
 set -euo pipefail
 
 ROWS="${1:-2000000}"
 PAR="${2:-2}"
+RUNS="${RUNS:-3}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/host}"
 PLUGINS_TARGET="${SLUICE_PLUGINS_TARGET_DIR:-$REPO/plugins/target}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$HERE/common.sh"
+[[ "$RUNS" =~ ^[0-9]+$ ]] && [ "$RUNS" -ge 3 ] || { echo "RUNS must be a whole number >= 3, not '$RUNS'" >&2; exit 2; }
 
-echo "building sluice, doris-lite and the passthrough plugin (release)…" >&2
-cargo build --release -q -p sluice --bin sluice -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
+bench_binaries
+echo "building the passthrough plugin (release)…" >&2
 CARGO_TARGET_DIR="$PLUGINS_TARGET" cargo build --release -q --target wasm32-wasip2 -p passthrough \
   --manifest-path "$REPO/plugins/Cargo.toml"
 # The target dir is shared: run copies, so that another build cannot replace them mid-run.
-cp "$CARGO_TARGET_DIR/release/sluice" "$CARGO_TARGET_DIR/release/doris-lite" "$WORK/"
+cp "$SLUICE" "$WORK/sluice"
+cp "$DORIS" "$WORK/doris-lite"
 SLUICE="$WORK/sluice"
 DORIS="$WORK/doris-lite"
 PLUGIN="$PLUGINS_TARGET/wasm32-wasip2/release/passthrough.wasm"
-
-# start_doris NAME [FLAG…]: a doris-lite on ephemeral ports (output in $WORK/NAME.*); sets FE, QPORT
-# and DORIS_PID.
-start_doris() {
-  local name="$1"
-  shift
-  "$DORIS" --fe-http-port 0 --be-http-port 0 --query-port 0 --arrow-flight-sql-port 0 "$@" \
-    >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  DORIS_PID=$!
-  PIDS+=("$DORIS_PID")
-  for _ in $(seq 1 100); do grep -q '^ready$' "$WORK/$name.out" 2>/dev/null && break; sleep 0.1; done
-  FE="$(awk '/^fe_http /{print $2}' "$WORK/$name.out")"
-  QPORT="$(awk '/^query /{print $2}' "$WORK/$name.out" | sed 's/.*://')"
-}
-sql() { mysql -h127.0.0.1 -P"$QPORT" -uroot -N -B -e "$1"; }
-now() { date +%s.%N; }
-calc() { awk "BEGIN { print $1 }"; }
 
 COLS="id BIGINT, k INT, name VARCHAR(32), amount DECIMAL(10,2), ts DATETIME"
 create_tables() {
@@ -102,66 +102,130 @@ awk -v n="$ROWS" 'BEGIN {
 }' >"$WORK/data.csv"
 BYTES=$(stat -c %s "$WORK/data.csv")
 
-# run_sluice DIR: `sluice run DIR/pipeline.toml`; sets S_SECS, S_WRITTEN (rows Sluice says it
-# wrote), S_BYTES (bytes it loaded) and S_RSS (MB).
+# check_rows MODE CLIENT TOLD ROUND: exits unless the run loaded $ROWS rows: counted in bench.CLIENT
+# on the storing doris-lite; on the discarding one, TOLD (what the client was told it loaded), with
+# bench.CLIENT empty.
+check_rows() {
+  local kept n
+  kept=$(sql "SELECT count(*) FROM bench.$2")
+  if [ "$1" = storing ]; then n=$kept; else n=$3; fi
+  if [ "$n" != "$ROWS" ] || { [ "$1" = discarding ] && [ "$kept" != 0 ]; }; then
+    echo "FAILED: $1 doris-lite, $2 round $4: $n rows loaded, $kept kept; expected $ROWS loaded" >&2
+    exit 1
+  fi
+}
+
+LINE='%-36s %7.2f s  %10.0f rows/s  %7.1f MB/s'
+SLUICE_NAME="sluice run (2PC, csv, parallelism $PAR)"
+CURL_NAME="curl -T (one load)"
+
+# record MODE CLIENT ROUND SECS BODY_BYTES [RSS_MB]: prints the run and appends
+# "secs rows/s MB/s [rss]" to $WORK/MODE.CLIENT.
+record() {
+  local rps mbps
+  rps=$(calc "$ROWS / $4")
+  mbps=$(calc "$5 / 1000000 / $4")
+  echo "$4 $rps $mbps ${6:-}" >>"$WORK/$1.$2"
+  if [ -n "${6:-}" ]; then
+    printf "  round %d: $LINE  peak RSS %d MB\n" "$3" "$SLUICE_NAME" "$4" "$rps" "$mbps" "$6"
+  else
+    printf "  round %d: $LINE\n" "$3" "$CURL_NAME" "$4" "$rps" "$mbps"
+  fi
+}
+
+# run_sluice MODE ROUND: `sluice run` from a fresh pipeline directory into bench.sluice at $FE.
 run_sluice() {
-  echo "sluice run ($ROWS rows, parallelism $PAR, $FE)…" >&2
+  local dir="$WORK/$1-$2-sluice" t0 t1 written bytes
+  write_pipeline "$dir"
+  echo "$1 doris-lite, round $2: sluice run ($ROWS rows, parallelism $PAR, $FE)…" >&2
   t0=$(now)
-  SLUICE_CACHE_DIR="$WORK/cache" SLUICE_LOG=warn /usr/bin/time -f '%M' -o "$1/rss" "$SLUICE" run "$1/pipeline.toml" 2>"$1/sluice.err"
+  if ! SLUICE_CACHE_DIR="$WORK/cache" SLUICE_LOG=warn /usr/bin/time -f '%M' -o "$dir/rss" \
+    "$SLUICE" run "$dir/pipeline.toml" 2>"$dir/sluice.err"; then
+    echo "FAILED: sluice run ($1 doris-lite, round $2):" >&2
+    tail -20 "$dir/sluice.err" >&2
+    exit 1
+  fi
   t1=$(now)
-  S_SECS=$(calc "$t1 - $t0")
-  S_WRITTEN=$(sed -n 's/.* \([0-9]*\) rows written.*/\1/p' "$1/sluice.err" | tail -1)
-  S_BYTES=$(sed -n 's/.* \([0-9]*\) bytes loaded.*/\1/p' "$1/sluice.err" | tail -1)
-  S_RSS=$(( $(cat "$1/rss") / 1024 ))
+  written=$(sed -n 's/.* \([0-9]*\) rows written.*/\1/p' "$dir/sluice.err" | tail -1)
+  bytes=$(sed -n 's/.* \([0-9]*\) bytes loaded.*/\1/p' "$dir/sluice.err" | tail -1)
+  check_rows "$1" sluice "${written:-?}" "$2"
+  record "$1" sluice "$2" "$(calc "$t1 - $t0")" "${bytes:-$BYTES}" "$(($(tail -1 "$dir/rss") / 1024))"
 }
 
-# run_curl OUT: `curl -T` of the CSV file into bench.curl at $FE, reply in OUT; sets C_SECS.
+# run_curl MODE ROUND: `curl -T` of the CSV file into bench.curl at $FE, with a label of its own.
 run_curl() {
-  echo "curl -T ($BYTES bytes, $FE)…" >&2
+  local out="$WORK/$1-$2-curl.out" t0 t1 status answered
+  echo "$1 doris-lite, round $2: curl -T ($BYTES bytes, $FE)…" >&2
   t0=$(now)
-  curl -sS --location-trusted -u root: -H "label:curl1" -H "column_separator:," \
-    -T "$WORK/data.csv" "http://$FE/api/bench/curl/_stream_load" >"$1"
+  curl -sS --location-trusted -u root: -H "label:curl_$1_$2" -H "column_separator:," \
+    -T "$WORK/data.csv" "http://$FE/api/bench/curl/_stream_load" >"$out"
   t1=$(now)
-  C_SECS=$(calc "$t1 - $t0")
+  status=$(sed -n 's/.*"Status": *"\([^"]*\)".*/\1/p' "$out" | head -1)
+  [ "$status" = Success ] || { echo "FAILED: curl -T ($1 doris-lite, round $2): $(cat "$out")" >&2; exit 1; }
+  answered=$(sed -n 's/.*"NumberLoadedRows": *\([0-9]*\).*/\1/p' "$out")
+  check_rows "$1" curl "${answered:-?}" "$2"
+  record "$1" curl "$2" "$(calc "$t1 - $t0")" "$BYTES"
 }
 
-start_doris doris
-create_tables
-write_pipeline "$WORK/store"
+# bench MODE: RUNS rounds of both clients against the doris-lite at $FE, alternating which goes
+# first, each run into empty tables; sets MED_SLUICE and MED_CURL ("secs rows/s MB/s [rss]").
+bench() {
+  local r c order
+  echo "$1 doris-lite, each run (rows/s = $ROWS / seconds):"
+  for r in $(seq 1 "$RUNS"); do
+    if ((r % 2)); then order="sluice curl"; else order="curl sluice"; fi
+    for c in $order; do
+      sql "TRUNCATE TABLE bench.sluice"
+      sql "TRUNCATE TABLE bench.curl"
+      "run_$c" "$1" "$r"
+    done
+  done
+  MED_SLUICE=$(medians "$WORK/$1.sluice")
+  MED_CURL=$(medians "$WORK/$1.curl")
+}
+
+# medians FILE: the median of each column of FILE, on one line.
+medians() {
+  local i cols out=""
+  cols=$(awk '{ print NF; exit }' "$1")
+  for i in $(seq 1 "$cols"); do out="$out $(awk -v i="$i" '{ print $i }' "$1" | median)"; done
+  echo "$out"
+}
+
+# report_medians MODE: the median lines of MED_SLUICE and MED_CURL.
+report_medians() {
+  local s_secs s_rps s_mbps s_rss c_secs c_rps c_mbps
+  read -r s_secs s_rps s_mbps s_rss <<<"$MED_SLUICE"
+  read -r c_secs c_rps c_mbps <<<"$MED_CURL"
+  echo "$1 doris-lite, median of $RUNS runs ($ROWS rows each, verified):"
+  printf "$LINE  peak RSS %d MB\n" "$SLUICE_NAME" "$s_secs" "$s_rps" "$s_mbps" "$s_rss"
+  printf "$LINE\n" "$CURL_NAME" "$c_secs" "$c_rps" "$c_mbps"
+}
+
+printf 'rows: %d, 5 columns; machine: %s cores; %d rounds per doris-lite, alternating which client goes first, every run into an empty table\n' \
+  "$ROWS" "$(nproc)" "$RUNS"
 SLUICE_CACHE_DIR="$WORK/cache" "$SLUICE" plugin inspect "$PLUGIN" >/dev/null # compile the component once
-run_sluice "$WORK/store"
-S_ROWS=$(sql "SELECT count(*) FROM bench.sluice")
-run_curl "$WORK/curl.out"
-C_ROWS=$(sql "SELECT count(*) FROM bench.curl")
 
-s_rps=$(calc "$S_ROWS / $S_SECS"); c_rps=$(calc "$C_ROWS / $C_SECS")
-s_mbps=$(calc "${S_BYTES:-$BYTES} / 1000000 / $S_SECS"); c_mbps=$(calc "$BYTES / 1000000 / $C_SECS")
-printf 'rows: %d, 5 columns; machine: %s cores\n' "$ROWS" "$(nproc)"
-printf '%-36s %7.2f s  %10.0f rows/s  %7.1f MB/s  peak RSS %d MB  (%s rows)\n' \
-  "sluice run (2PC, csv, parallelism $PAR)" "$S_SECS" "$s_rps" "$s_mbps" "$S_RSS" "$S_ROWS"
-printf '%-36s %7.2f s  %10.0f rows/s  %7.1f MB/s  (%s rows)\n' "curl -T (one load)" "$C_SECS" "$c_rps" "$c_mbps" "$C_ROWS"
-printf 'sluice / curl throughput: %.2f  (target >= 0.8)\n' "$(calc "$s_rps / $c_rps")"
+start_doris_lite
+create_tables
+bench storing
+report_medians storing
+s_rps=$(echo "$MED_SLUICE" | awk '{ print $2 }')
+c_rps=$(echo "$MED_CURL" | awk '{ print $2 }')
+printf 'sluice / curl throughput (medians): %.2f  (target >= 0.8)\n' "$(calc "$s_rps / $c_rps")"
 
-# The same against a doris-lite that discards what it receives. The storing one goes first, so it
-# holds no memory or CPU during this part.
+# The same against a doris-lite that discards what it receives. The storing one is stopped first,
+# so it holds no memory or CPU during this part.
 kill "$DORIS_PID" 2>/dev/null || true
 wait "$DORIS_PID" 2>/dev/null || true
-start_doris discard --discard-stream-loads
+start_doris_lite --discard-stream-loads
 create_tables
-write_pipeline "$WORK/discard"
-run_sluice "$WORK/discard"
-D_S_SECS=$S_SECS D_S_ROWS=$S_WRITTEN D_S_BYTES=$S_BYTES D_S_RSS=$S_RSS
-run_curl "$WORK/curl-discard.out"
-D_C_SECS=$C_SECS
-D_C_ROWS=$(sed -n 's/.*"NumberLoadedRows": *\([0-9]*\).*/\1/p' "$WORK/curl-discard.out")
-D_KEPT=$(sql "SELECT (SELECT count(*) FROM bench.sluice) + (SELECT count(*) FROM bench.curl)")
-ds_rps=$(calc "$D_S_ROWS / $D_S_SECS"); dc_rps=$(calc "${D_C_ROWS:-0} / $D_C_SECS")
-ds_mbps=$(calc "${D_S_BYTES:-$BYTES} / 1000000 / $D_S_SECS"); dc_mbps=$(calc "$BYTES / 1000000 / $D_C_SECS")
-printf "discarding doris-lite (the sink's own ceiling: bodies read and dropped, 2PC as usual; %s rows kept):\n" "$D_KEPT"
-printf '%-36s %7.2f s  %10.0f rows/s  %7.1f MB/s  peak RSS %d MB  (%s rows written)\n' \
-  "sluice run (2PC, csv, parallelism $PAR)" "$D_S_SECS" "$ds_rps" "$ds_mbps" "$D_S_RSS" "$D_S_ROWS"
-printf '%-36s %7.2f s  %10.0f rows/s  %7.1f MB/s  (%s rows answered)\n' "curl -T (one load)" "$D_C_SECS" "$dc_rps" "$dc_mbps" "${D_C_ROWS:-?}"
-printf 'sluice / curl throughput, discarding doris-lite: %.2f\n' "$(calc "$ds_rps / $dc_rps")"
-printf 'sluice, discarding / storing doris-lite: %.2f;  curl, discarding / storing: %.2f\n' \
+echo "discarding doris-lite (the sink's own ceiling: bodies read and dropped, 2PC as usual; no rows kept):"
+bench discarding
+report_medians discarding
+ds_rps=$(echo "$MED_SLUICE" | awk '{ print $2 }')
+dc_rps=$(echo "$MED_CURL" | awk '{ print $2 }')
+printf 'sluice / curl throughput, discarding doris-lite (medians): %.2f\n' "$(calc "$ds_rps / $dc_rps")"
+printf 'sluice, discarding / storing doris-lite (medians): %.2f;  curl, discarding / storing: %.2f\n' \
   "$(calc "$ds_rps / $s_rps")" "$(calc "$dc_rps / $c_rps")"
 printf 'load average (1, 5, 15 min) at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

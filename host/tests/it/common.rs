@@ -250,3 +250,74 @@ pub async fn converges(source: impl Fn() -> Vec<String>, doris: &Doris, target: 
     }
     Err(format!("`{target}` = {got:?}, the source has {want:?}"))
 }
+
+/// doris-lite as its own process (the `doris-lite` binary built beside `sluice`), so a test can
+/// crash it for real with `kill -9`. Its listeners: `fe_http`, `be_http`, `query`, `flight_sql`.
+pub struct DorisProcess {
+    child: std::process::Child,
+    pub ports: [u16; 4],
+}
+
+impl DorisProcess {
+    /// Start on `ports` (0 = any) with its data in `data_dir`.
+    pub fn start(data_dir: &std::path::Path, ports: [u16; 4]) -> Self {
+        use std::io::BufRead;
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_sluice")).with_file_name("doris-lite");
+        assert!(bin.exists(), "{} is missing: build it with `cargo build -p doris-lite`", bin.display());
+        let mut cmd = Command::new(&bin);
+        for (flag, port) in
+            ["--fe-http-port", "--be-http-port", "--query-port", "--arrow-flight-sql-port"].iter().zip(ports)
+        {
+            cmd.arg(flag).arg(port.to_string());
+        }
+        let mut child = cmd
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("doris-lite starts");
+        let mut found = [0u16; 4];
+        let stdout = child.stdout.take().expect("piped");
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line == "ready" {
+                break;
+            }
+            let (name, addr) = line.split_once(' ').unwrap_or_default();
+            let port = addr.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            if let Some(i) = ["fe_http", "be_http", "query", "flight_sql"].iter().position(|n| *n == name) {
+                found[i] = port;
+            }
+        }
+        assert!(found.iter().all(|p| *p > 0), "doris-lite did not print its listeners: {found:?}");
+        DorisProcess { child, ports: found }
+    }
+
+    pub fn fenodes(&self) -> String {
+        format!("[\"127.0.0.1:{}\"]", self.ports[0])
+    }
+
+    pub fn sql(&self, sql: &str) -> Vec<String> {
+        mysql(self.ports[2], sql)
+    }
+
+    /// `POST /api/debug_point/add/<name>?<params>`, as Doris' debug point API takes it.
+    pub fn debug_point(&self, name: &str, params: &str) {
+        let url = format!("http://127.0.0.1:{}/api/debug_point/add/{name}?{params}", self.ports[0]);
+        let out = Command::new("curl").args(["-sS", "-X", "POST", "-u", "root:", &url]).output().unwrap();
+        let reply = String::from_utf8_lossy(&out.stdout);
+        assert!(reply.contains("\"msg\":\"OK\""), "{url}: {reply}");
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill_9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for DorisProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -491,6 +491,29 @@ fn checkpoint(dir: &std::path::Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoint.json")).ok()?).ok()
 }
 
+/// Does the checkpoint have a source whose snapshot is not finished?
+fn snapshot_pending(cp: &serde_json::Value) -> bool {
+    cp["sources"]["doris"].as_array().unwrap().iter().any(|s| !s["snapshot"].is_null())
+}
+
+/// Run the `initial` pipeline at `path` with every split (one tablet) starting 600 ms late, so its
+/// snapshot spans many checkpoints, and `kill -9` it once a checkpoint holds part of the snapshot.
+async fn kill_9_in_the_snapshot(doris: &Doris, path: &std::path::Path, state: &std::path::Path) {
+    let stall = doris_lite::DebugPoint::always().param("ms", 600);
+    doris.h().debug_points().add(doris_lite::faults::FLIGHT_STALL, stall).unwrap();
+    let mut run = Background::start(path);
+    // The first start may compile the plugin: a generous deadline.
+    run.until(180, "a checkpoint with part of the snapshot", |_| {
+        checkpoint(state).is_some_and(|cp| {
+            snapshot_pending(&cp)
+                && cp["sources"]["doris"].as_array().unwrap().iter().any(|s| s["snapshot"]["split"].as_u64() > Some(0))
+        })
+    })
+    .await;
+    run.kill_9();
+    doris.h().debug_points().clear();
+}
+
 /// `kill -9` while `initial` reads its snapshot (slowed down by doris-lite) and again while it
 /// follows the changelog: after restarts the target equals the source, every load committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -509,24 +532,9 @@ async fn kill_9_in_the_snapshot_and_in_the_changelog_phase_converges_with_dedup(
     let extra = "scan.mode = \"initial\"\nchangelog.poll_interval = \"1s\"\nprimary_key = \"id\"\ndedup = true";
     let path = pipeline_file(dir.path(), &pipeline(&doris, 2, "mirror", extra));
     let state = dir.path().join(".sluice/scan-mirror");
-    let snapshot_pending =
-        |cp: &serde_json::Value| cp["sources"]["doris"].as_array().unwrap().iter().any(|s| !s["snapshot"].is_null());
-
-    // Each split (one tablet) starts 600 ms late: the snapshot spans many checkpoints.
-    let stall = doris_lite::DebugPoint::always().param("ms", 600);
-    doris.h().debug_points().add(doris_lite::faults::FLIGHT_STALL, stall).unwrap();
-    let mut run = Background::start(&path);
-    run.until(60, "a checkpoint with part of the snapshot", |_| {
-        checkpoint(&state).is_some_and(|cp| {
-            snapshot_pending(&cp)
-                && cp["sources"]["doris"].as_array().unwrap().iter().any(|s| s["snapshot"]["split"].as_u64() > Some(0))
-        })
-    })
-    .await;
-    run.kill_9();
+    kill_9_in_the_snapshot(&doris, &path, &state).await;
     let partial: u64 = doris.sql("SELECT count(*) FROM test.mirror")[0].parse().unwrap();
     assert!(partial < 20_000, "the snapshot was not cut: {partial} rows");
-    doris.h().debug_points().clear();
 
     // Restart: the snapshot finishes, then changes flow; killed again while they do.
     let mut run = Background::start(&path);
@@ -564,6 +572,86 @@ async fn kill_9_in_the_snapshot_and_in_the_changelog_phase_converges_with_dedup(
         &sluice_guest::types::parse_columns("id INT, name VARCHAR(32), age INT").unwrap(),
     );
     assert!(sluice::transforms::normalize::state_has_deleted(saved, &schema, &["id".into()], &["20001"]).unwrap());
+}
+
+/// `kill -9` during the snapshot and again while changes stream, into a DUPLICATE table, which keeps
+/// every row it is given: a change delivered twice would show twice, so the target proves each
+/// snapshot row and each change landed exactly once (no dedup transform to absorb replays). The
+/// second kill lands while a writer is still making changes and the target lags behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_changes_in_flight_lands_each_change_once_in_a_duplicate_table() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const SNAPSHOT: usize = 4000;
+    const CHANGES: usize = 150;
+    let doris = Doris::start().await;
+    changelog_table(&doris, 8);
+    let values: Vec<String> = (1..=SNAPSHOT).map(|i| format!("({i}, 'n{i}', {})", i % 90)).collect();
+    doris.sql(&format!("INSERT INTO test.student VALUES {}", values.join(",")));
+    doris.sql("CREATE TABLE test.events (id INT, name VARCHAR(40), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "scan.mode = \"initial\"\nchangelog.poll_interval = \"1s\"";
+    let path = pipeline_file(dir.path(), &pipeline(&doris, 2, "events", extra));
+    let state = dir.path().join(".sluice/scan-events");
+    let count = |filter: &str| -> usize {
+        doris.sql(&format!("SELECT count(*) FROM test.events WHERE {filter}"))[0].parse().unwrap()
+    };
+    kill_9_in_the_snapshot(&doris, &path, &state).await;
+    assert!(count("true") < SNAPSHOT, "the snapshot was not cut");
+
+    // Restart; once the snapshot is checkpointed a writer makes CHANGES changes (an insert, and
+    // every third an update of a snapshot row), 20 ms apart, pausing after 2/3 until released.
+    let mut run = Background::start(&path);
+    run.until(60, "the snapshot in a checkpoint", |_| checkpoint(&state).is_some_and(|cp| !snapshot_pending(&cp)))
+        .await;
+    let port = doris.h().query_addr().port();
+    let written = std::sync::Arc::new(AtomicUsize::new(0));
+    let released = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (written, released) = (written.clone(), released.clone());
+        std::thread::spawn(move || {
+            for n in 0..CHANGES {
+                while n == CHANGES * 2 / 3 && !released.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                let sql = if n % 3 == 2 {
+                    format!("UPDATE test.student SET name = 'u{n}' WHERE id = {}", n + 1)
+                } else {
+                    format!("INSERT INTO test.student VALUES ({}, 'c{n}', {})", 100_000 + n, n % 90)
+                };
+                crate::common::mysql(port, &sql);
+                written.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
+    // Kill 2: once changes reach the target, while the writer is still writing.
+    let changes = "id >= 100000 OR name LIKE 'prefix_u%'";
+    run.until(60, "the first change in the target", |_| count(changes) > 0).await;
+    let made = written.load(Ordering::SeqCst);
+    run.kill_9();
+    let landed = count(changes);
+    assert!(landed < made && made < CHANGES, "changes in flight at the kill: {landed} landed of {made} made");
+    released.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+
+    // Every snapshot row once, and every change once: inserts as rows, updates as after-images.
+    let mut expected: Vec<(usize, String, usize)> =
+        (1..=SNAPSHOT).map(|i| (i, format!("prefix_n{i}"), i % 90 + 1)).collect();
+    for n in 0..CHANGES {
+        expected.push(if n % 3 == 2 {
+            (n + 1, format!("prefix_u{n}"), (n + 1) % 90 + 1)
+        } else {
+            (100_000 + n, format!("prefix_c{n}"), n % 90 + 1)
+        });
+    }
+    expected.sort();
+    let expected: Vec<String> = expected.into_iter().map(|(i, n, a)| format!("{i}\t{n}\t{a}")).collect();
+    let mut run = Background::start(&path);
+    run.until(60, "every change in the target", |_| count("true") >= expected.len()).await;
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(doris.sql("SELECT id, name, age FROM test.events ORDER BY id, name"), expected);
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
 
 /// `pipelines/changelog.toml` as shipped: embedded doris-lite, `initial`, then changes made
