@@ -4,10 +4,13 @@
 #   doris-lite/benches/flight_scan.sh [ROWS]       # default 5,000,000 rows, 5 columns, 8 tablets
 #   DORIS_LITE_BIN=target/debug/doris-lite doris-lite/benches/flight_scan.sh 200000   # skip the build
 #
-# Loads the rows with Stream Load, then flight_scan.py reports a full-table scan over one
-# stream and parallel TABLET(...) streams (rows/s, MB/s of Arrow data) against the baseline of
-# decoding the same data from memory. Needs: cargo, curl, mysql (or mariadb) CLI, awk, python3
-# (pyarrow is installed into the test virtualenv when missing).
+# Loads the rows with Stream Load, then flight_scan.py reports a full-table scan over one stream
+# and TABLET(...) scans over 2, 4 and 8 concurrent streams (rows/s, MB/s of Arrow data), each
+# against a baseline with the SAME number of streams: pyarrow's own Flight server, in a process of
+# its own, serving from memory the same Arrow data split the same way (gRPC, loopback and client
+# decoding alone). "doris-lite / baseline" at N streams is doris-lite's rows/s over the baseline's
+# at N; "N / 1 stream" is a side's parallel scaling. Needs: cargo, curl, mysql (or mariadb) CLI,
+# awk, python3 (pyarrow is installed into the test virtualenv when missing).
 set -euo pipefail
 
 ROWS="${1:-5000000}"
@@ -61,3 +64,4 @@ TABLETS="$(sql "SHOW TABLETS FROM bench.scan" | awk '{print $1}' | paste -sd, -)
 printf 'data: %d rows, 5 columns (BIGINT, INT, DOUBLE, VARCHAR, DATE), 8 tablets; %s cores\n' "$ROWS" "$(nproc)"
 "$VENV/bin/python" "$HERE/flight_scan.py" "$FPORT" bench scan "$TABLETS"
 printf 'server RSS after the scans: %d MB\n' $(( $(awk '/VmRSS/{print $2}' "/proc/$SERVER_PID/status") / 1024 ))
+printf 'load average (1, 5, 15 min) at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

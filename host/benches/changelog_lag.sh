@@ -77,3 +77,4 @@ P99=$(awk '/^P99 /{print $2}' "$WORK/lag.out")
 TARGET=$(( POLL + CKPT + 1 ))
 printf 'p99 %.2f s against the target <= %d s (poll %d s + checkpoint %d s + 1 s): %s\n' "$P99" "$TARGET" "$POLL" "$CKPT" \
   "$(awk "BEGIN { print ($P99 <= $TARGET) ? \"met\" : \"not met\" }")"
+printf 'load average (1, 5, 15 min) at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -10,8 +10,8 @@
 #
 # Two doris-lites, one after the other: a storing one, then one started with
 # --discard-stream-loads, which reads every body to the end and answers it (labels, 2PC) without
-# parsing or storing a row: doris-lite parses at ~50 MB/s, which caps both clients on the storing
-# one; against the discarding one, each shows its own ceiling.
+# parsing or storing a row: doris-lite's parsing caps both clients on the storing one; against the
+# discarding one, each shows its own ceiling.
 #
 # Against each, RUNS rounds; each round runs both clients, one after the other, and which goes first
 # alternates (round 1: sluice then curl, round 2: curl then sluice, …), so that neither always runs on
