@@ -21,21 +21,25 @@ use crate::types::{DorisType, Value};
 /// More candidate keys than this (the product of the values of each key column) scan instead.
 const MAX_KEYS: usize = 65_536;
 
-/// A table as DataFusion reads it: its committed rows (`full`), and for a keyed table the key
-/// columns through which `k = v` and `k IN (…)` filters look rows up directly.
+/// A table as DataFusion reads it: its committed rows, and for a keyed table the key columns
+/// through which `k = v` and `k IN (…)` filters look rows up directly. The tablets' batches are
+/// taken only when the scan needs the whole table, so a lookup after a write does not rebuild
+/// them.
 #[derive(Debug)]
 pub struct KeyedScan {
     engine: Arc<Engine>,
     db: String,
     table: String,
-    full: Arc<dyn TableProvider>,
+    /// The table's columns (with the hidden ones when asked), names in lower case.
+    schema: SchemaRef,
+    hidden: bool,
     /// Lower-case name and type of each key column; empty when lookups do not apply.
     key: Vec<(String, DorisType)>,
 }
 
 impl KeyedScan {
-    /// `full` serves `table` of `db`.
-    pub fn new(engine: Arc<Engine>, db: &str, table: &Table, full: Arc<dyn TableProvider>, hidden: bool) -> KeyedScan {
+    /// `table` of `db`, with its hidden columns when `hidden`.
+    pub fn new(engine: Arc<Engine>, db: &str, table: &Table, hidden: bool) -> KeyedScan {
         // Lookups apply to UNIQUE and AGGREGATE tables read without hidden columns.
         let key = if hidden || table.schema.keys_type == KeysType::Duplicate {
             Vec::new()
@@ -43,7 +47,11 @@ impl KeyedScan {
             let keys = &table.schema.columns[..table.schema.key_count];
             keys.iter().map(|c| (c.name.to_ascii_lowercase(), c.ty.clone())).collect()
         };
-        KeyedScan { engine, db: db.to_string(), table: table.name.clone(), full, key }
+        let stored = table.arrow_schema(hidden, false);
+        let fields: Vec<_> =
+            stored.fields().iter().map(|f| f.as_ref().clone().with_name(f.name().to_ascii_lowercase())).collect();
+        let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        KeyedScan { engine, db: db.to_string(), table: table.name.clone(), schema, hidden, key }
     }
 
     /// The key column a filter binds and the values it allows, if it is `k = literal` or
@@ -112,7 +120,7 @@ impl KeyedScan {
             .map(|r| r.values.clone())
             .collect();
         let types: Vec<DorisType> = table.schema.columns.iter().map(|c| c.ty.clone()).collect();
-        let batch = crate::storage::batch_of(&self.full.schema(), &types, &rows).map_err(DataFusionError::Execution)?;
+        let batch = crate::storage::batch_of(&self.schema, &types, &rows).map_err(DataFusionError::Execution)?;
         Ok(Some(batch))
     }
 }
@@ -146,7 +154,7 @@ fn key_value(v: &ScalarValue, ty: &DorisType) -> Option<Value> {
 #[async_trait]
 impl TableProvider for KeyedScan {
     fn schema(&self) -> SchemaRef {
-        self.full.schema()
+        self.schema.clone()
     }
 
     fn table_type(&self) -> TableType {
@@ -174,7 +182,15 @@ impl TableProvider for KeyedScan {
             Some(batch) => {
                 MemTable::try_new(self.schema(), vec![vec![batch]])?.scan(state, projection, &[], limit).await
             }
-            None => self.full.scan(state, projection, &[], limit).await,
+            None => {
+                let batches = {
+                    let mut st = self.engine.lock();
+                    let table =
+                        st.table_mut(&self.db, &self.table).map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                    table.tablet_snapshots(self.hidden).map_err(DataFusionError::Execution)?
+                };
+                crate::sql::mem_table(batches)?.scan(state, projection, &[], limit).await
+            }
         }
     }
 }
@@ -192,9 +208,7 @@ mod tests {
         engine.ddl(Some("d"), ddl).unwrap();
         let st = engine.lock();
         let t = st.table("d", "t").unwrap();
-        let schema = t.arrow_schema(false, false);
-        let full = Arc::new(MemTable::try_new(schema, vec![vec![]]).unwrap());
-        let s = KeyedScan::new(engine.clone(), "d", t, full, false);
+        let s = KeyedScan::new(engine.clone(), "d", t, false);
         drop(st);
         s
     }

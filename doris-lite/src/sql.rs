@@ -404,9 +404,7 @@ impl SchemaProvider for DorisSchema {
                 None => d.tables.keys().find(|t| t.eq_ignore_ascii_case(name)).cloned(),
             };
             if let Some(t) = key.and_then(|k| d.tables.get_mut(&k)) {
-                let batches = t.tablet_snapshots(show_hidden).map_err(DataFusionError::Execution)?;
-                let full = mem_table(batches)?;
-                let scan = crate::keyed_scan::KeyedScan::new(self.engine.clone(), &self.db, t, full, show_hidden);
+                let scan = crate::keyed_scan::KeyedScan::new(self.engine.clone(), &self.db, t, show_hidden);
                 return Ok(Some(Arc::new(scan)));
             }
             match d.views.get(name) {
@@ -430,7 +428,7 @@ impl SchemaProvider for DorisSchema {
 }
 
 /// A table over tablet batches (one partition, tablet order), with lower-case field names.
-fn mem_table(batches: Vec<RecordBatch>) -> datafusion::error::Result<Arc<dyn TableProvider>> {
+pub(crate) fn mem_table(batches: Vec<RecordBatch>) -> datafusion::error::Result<Arc<dyn TableProvider>> {
     let batches = batches.into_iter().map(lower_case_fields).collect::<datafusion::error::Result<Vec<_>>>()?;
     let Some(schema) = batches.first().map(|b| b.schema()) else {
         return Err(DataFusionError::Execution("a table without tablets".into()));

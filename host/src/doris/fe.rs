@@ -297,7 +297,14 @@ impl FeClient {
     /// The FE's clock as an `@incr` window bound: `/api/tso`'s physical time, formatted by the FE
     /// (`FROM_UNIXTIME(ms / 1000, '%Y-%m-%d %H:%i:%s')`, so in its time zone, rounded down to the second).
     pub async fn tso_time(&self) -> Result<String, DorisError> {
+        Ok(self.tso_now().await?.1)
+    }
+
+    /// The FE's current TSO (`current_tso`, when it reports one: every commit at or before it has a
+    /// TSO no larger) and its clock as an `@incr` window bound, as [`Self::tso_time`] gives it.
+    pub async fn tso_now(&self) -> Result<(Option<i64>, String), DorisError> {
         let data = self.rest_get(&ApiPath::new(["api", "tso"])).await?;
+        let current = data.get("current_tso").and_then(|t| t.as_i64());
         let ms =
             data.get("current_tso_physical_time").and_then(|m| m.as_i64()).ok_or_else(|| DorisError::Protocol {
                 url: format!("http://{}/api/tso", self.fe()),
@@ -306,10 +313,11 @@ impl FeClient {
         let (_, rows) = self
             .query("information_schema", &format!("SELECT FROM_UNIXTIME({ms} / 1000, '%Y-%m-%d %H:%i:%s')"))
             .await?;
-        rows.into_iter().next().and_then(|r| r.into_iter().next()).ok_or_else(|| DorisError::Protocol {
+        let time = rows.into_iter().next().and_then(|r| r.into_iter().next()).ok_or_else(|| DorisError::Protocol {
             url: format!("http://{}/api/query", self.fe()),
             detail: "FROM_UNIXTIME returned no row".into(),
-        })
+        })?;
+        Ok((current, time))
     }
 
     /// The tablets a snapshot of `sql` over `db.table` reads (`_query_plan`), sorted.

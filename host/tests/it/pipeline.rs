@@ -438,6 +438,63 @@ async fn doris_killed_with_rows_in_precommitted_loads_keeps_them_and_the_pipelin
     assert!(in_state(&doris, "precommitted").is_empty() && in_state(&doris, "prepare").is_empty());
 }
 
+/// The labels of the transactions in `status` (`SHOW TRANSACTION … WHERE status = '…'`).
+fn labels_in(doris: &Doris, status: &str) -> Vec<String> {
+    let rows = doris.sql(&format!("SHOW TRANSACTION FROM test WHERE status = '{status}'"));
+    rows.iter().map(|r| r.split('\t').nth(1).unwrap_or_default().to_string()).collect()
+}
+
+/// A `sluice` process `kill -9`ed between pre-commit and commit: its loads are pre-committed,
+/// the checkpoint that owns some of them is durable, and every commit fails (so none lands before
+/// the kill). The next run commits exactly the transactions its checkpoint owns, aborts every
+/// other label it journaled, and finishes with each row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_killed_between_pre_commit_and_commit_commits_what_its_checkpoint_owns_and_aborts_the_rest() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    doris.h().debug_points().add(faults::TXN_COMMIT_FAIL, DebugPoint::always()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &datagen_pipeline(&doris, 8000, 2000, ""));
+    let state = dir.path().join(".sluice/datagen-students");
+    let owned = |cp: &serde_json::Value| -> Vec<String> {
+        let sinks = cp["sinks"]["doris"].as_array().cloned().unwrap_or_default();
+        let txns = sinks.iter().flat_map(|w| w.as_array().cloned().unwrap_or_default());
+        txns.filter_map(|t| t["label"].as_str().map(str::to_string)).collect()
+    };
+    let checkpoint = || -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(state.join("checkpoint.json")).ok()?).ok()
+    };
+    let mut run = crate::common::Background::start(&path);
+    run.until(120, "a durable checkpoint owning pre-committed loads, and two such loads", |_| {
+        checkpoint().is_some_and(|cp| !owned(&cp).is_empty()) && labels_in(&doris, "precommitted").len() >= 2
+    })
+    .await;
+    run.kill_9();
+    // What the crash left: the checkpoint's transactions pre-committed, holding rows no one sees.
+    let cp = checkpoint().expect("a checkpoint");
+    let owned = owned(&cp);
+    let held = labels_in(&doris, "precommitted");
+    assert!(!cp["committed"].as_bool().unwrap(), "the checkpoint is not committed: {cp}");
+    for label in &owned {
+        assert!(held.contains(label), "{label}, owned by the checkpoint, is pre-committed: {held:?}");
+    }
+    assert_eq!(doris.sql("SELECT count(*) FROM test.student_trans"), ["0"], "nothing is committed before the kill");
+
+    doris.h().debug_points().clear();
+    let (code, log) = crate::common::Background::start(&path).exit(120).await;
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(tally(&doris), "8000\t8000\t1\t8000");
+    let visible = labels_in(&doris, "visible");
+    let aborted = labels_in(&doris, "aborted");
+    for label in &owned {
+        assert!(visible.contains(label), "{label}, owned by the durable checkpoint, is committed");
+    }
+    for label in held.iter().filter(|l| !owned.contains(l)) {
+        assert!(aborted.contains(label), "{label}, pre-committed after the checkpoint, is aborted");
+    }
+    assert!(labels_in(&doris, "precommitted").is_empty() && labels_in(&doris, "prepare").is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_takes_a_final_checkpoint_and_exits_0_and_the_next_run_resumes() {
     let doris = Doris::start().await;

@@ -5,6 +5,13 @@
 //! the changelog itself is read by worker 0. A checkpoint records the window and the rows of it
 //! already delivered; a window whose transactions are still in flight (error 5101) is retried
 //! as it is for up to `changelog.visible_wait_timeout`.
+//!
+//! `@incr` bounds are whole seconds, so the first window after an `initial` snapshot starts at
+//! the second the snapshot's start falls in, and would repeat the commits of that second that the
+//! snapshot already holds. The start's TSO is kept with it (and in the checkpoint) and rows of the
+//! first window at or below it are skipped: every change is delivered once, by the snapshot or by
+//! the changelog. (A change committed after the start while the snapshot is still being read can
+//! show in both, as in the Flink connector: the snapshot is not pinned to a version.)
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +42,8 @@ pub struct ChangelogEnumerator {
     plan: Option<ScanPlan>,
     /// Readers without a position read the snapshot from its start.
     fresh_snapshot: bool,
+    /// The TSO of `start` when a fresh snapshot is read: see [`ChangelogPosition::snapshot_tso`].
+    snapshot_tso: Option<i64>,
     /// With several workers, `initial` follows the changelog only once this turns true: every
     /// worker's part of the snapshot is in a completed checkpoint, so no snapshot row can land
     /// after a newer change.
@@ -55,18 +64,22 @@ impl ChangelogEnumerator {
             (Some(offsets), false) => offsets.read().await?,
             _ => None,
         };
-        let start = match &recorded {
+        let (start_tso, start) = match &recorded {
             Some(ts) => {
                 tracing::info!(table = %d.table, start = %ts, "resuming the changelog from the offset table");
-                ts.clone()
+                (None, ts.clone())
             }
             None if d.scan.mode == ScanMode::FromTimestamp => {
-                d.scan.timestamp.clone().context("source.scan.timestamp is required")?
+                (None, d.scan.timestamp.clone().context("source.scan.timestamp is required")?)
             }
-            None => source.conn.client.tso_time().await.map_err(transient)?,
+            None => source.conn.client.tso_now().await.map_err(transient)?,
         };
         let initial = d.scan.mode == ScanMode::Initial;
         let fresh_snapshot = initial && !resumed && recorded.is_none();
+        let snapshot_tso = if fresh_snapshot { start_tso } else { None };
+        if fresh_snapshot && snapshot_tso.is_none() {
+            tracing::warn!(table = %d.table, "the FE's /api/tso reports no current_tso: the changes committed in the second the snapshot starts can be delivered twice, by the snapshot and by the changelog");
+        }
         let snapshot_pending = positions.iter().any(|p| p.as_ref().is_some_and(|p| p.snapshot.is_some()));
         let plan = if fresh_snapshot || snapshot_pending {
             Some(super::snapshot::plan(source, restored.len()).await?)
@@ -75,7 +88,7 @@ impl ChangelogEnumerator {
         };
         let gate = (initial && restored.len() > 1).then(|| watch::channel(!fresh_snapshot && !snapshot_pending).0);
         let offsets = source.offsets.clone().map(|o| o.publisher());
-        Ok(Self { source: source.clone(), start, plan, fresh_snapshot, gate, offsets })
+        Ok(Self { source: source.clone(), start, plan, fresh_snapshot, snapshot_tso, gate, offsets })
     }
 }
 
@@ -125,6 +138,8 @@ pub struct DorisChangelog {
     gate: Option<watch::Receiver<bool>>,
     /// `changelog.ttl_seconds` of the table, for the gap warning of `detail` / `append_only`.
     ttl_seconds: Option<i64>,
+    /// See [`ChangelogPosition::snapshot_tso`].
+    snapshot_tso: Option<i64>,
 }
 
 struct Window {
@@ -144,8 +159,12 @@ pub struct ChangelogPosition {
     pub start: String,
     /// End of the window being read, if one is.
     pub end: Option<String>,
-    /// Rows of that window delivered.
+    /// Rows of that window read (delivered or skipped).
     pub rows: u64,
+    /// After an `initial` snapshot, until its first window is read: the TSO the snapshot started
+    /// at. Changes at or below it are in the snapshot, so the window skips them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_tso: Option<i64>,
 }
 
 impl Position for ChangelogPosition {}
@@ -158,6 +177,11 @@ impl DorisChangelog {
         let d = &source.config;
         let reader = source.flight().await?;
         let start = position.as_ref().map_or_else(|| e.start.clone(), |p| p.start.clone());
+        let snapshot_tso = match &position {
+            Some(p) => p.snapshot_tso,
+            None if e.fresh_snapshot => e.snapshot_tso,
+            None => None,
+        };
         let snapshot = match (&e.plan, &position) {
             (Some(plan), None) if e.fresh_snapshot => {
                 Some(DorisScan::new(plan, worker, ScanPosition::default()).await?)
@@ -195,6 +219,7 @@ impl DorisChangelog {
             next_poll: tokio::time::Instant::now(),
             gate: if worker == 0 { e.gate.as_ref().map(|g| g.subscribe()) } else { None },
             ttl_seconds,
+            snapshot_tso,
         };
         if let Some(end) = this.window.as_ref().map(|w| w.end.clone()) {
             this.check_gap(&end);
@@ -365,20 +390,40 @@ impl DorisChangelog {
                         continue;
                     }
                     let skip = w.delivered.saturating_sub(start) as usize;
-                    let batch = batch.slice(skip, batch.num_rows() - skip);
+                    let mut batch = batch.slice(skip, batch.num_rows() - skip);
                     w.delivered = w.seen;
+                    if let Some(tso) = self.snapshot_tso {
+                        batch = after_tso(&batch, tso, &self.table)?;
+                        if batch.num_rows() == 0 {
+                            continue;
+                        }
+                    }
                     return Ok(Some(self.to_batch(batch)?));
                 }
                 Some(Err(e)) => self.window_failed(crate::doris::scan::flight_error(self.reader.url(), e)).await?,
                 None => {
                     let w = self.window.take().expect("open");
                     self.start = w.end;
+                    // Windows from here on start a whole second after the snapshot's start.
+                    self.snapshot_tso = None;
                     // An empty batch marks the window done, so the next checkpoint records it.
                     return Ok(Some(Batch::new(RecordBatch::new_empty(self.schema.clone()))));
                 }
             }
         }
     }
+}
+
+/// The rows of a window batch committed after `tso` (`__DORIS_BINLOG_TSO__ > tso`).
+fn after_tso(batch: &RecordBatch, tso: i64, table: &str) -> anyhow::Result<RecordBatch> {
+    let column = batch
+        .column_by_name("__DORIS_BINLOG_TSO__")
+        .with_context(|| format!("`{table}`@incr returned no __DORIS_BINLOG_TSO__ column"))?;
+    let column = cast(column, &arrow::datatypes::DataType::Int64).with_context(|| {
+        format!("`{table}`@incr returned a __DORIS_BINLOG_TSO__ column of type {}", column.data_type())
+    })?;
+    let newer = arrow::compute::kernels::cmp::gt(&column, &arrow::array::Int64Array::new_scalar(tso))?;
+    Ok(arrow::compute::filter_record_batch(batch, &newer)?)
 }
 
 /// `changelog.ttl_seconds` (or `binlog.ttl_seconds`) from `SHOW CREATE TABLE`; Doris' default
@@ -408,6 +453,7 @@ impl SourceReader for DorisChangelog {
             start: self.start.clone(),
             end: self.window.as_ref().map(|w| w.end.clone()),
             rows: self.window.as_ref().map_or(0, |w| w.delivered),
+            snapshot_tso: self.snapshot_tso,
         }
         .to_value()
     }
@@ -431,5 +477,26 @@ mod tests {
         assert!(e.starts_with("`test.t`@incr returned __DORIS_BINLOG_OP__ = 7, which is none of 0 (insert)"), "{e}");
         let null: ArrayRef = Arc::new(Int32Array::from(vec![None]));
         assert!(row_kinds(&null, "test.t").unwrap_err().to_string().contains("__DORIS_BINLOG_OP__ = NULL"));
+    }
+
+    #[test]
+    fn the_first_window_after_a_snapshot_keeps_only_rows_committed_after_its_tso() {
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("__DORIS_BINLOG_TSO__", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int32Array::from(vec![1, 2, 3, 4])), Arc::new(Int64Array::from(vec![5, 9, 10, 11]))],
+        )
+        .unwrap();
+        let kept = after_tso(&batch, 9, "test.t").unwrap();
+        let ids = kept.column(0).as_any().downcast_ref::<Int32Array>().unwrap();
+        assert_eq!(ids.values(), &[3, 4]);
+        let no_tso = batch.project(&[0]).unwrap();
+        let e = after_tso(&no_tso, 9, "test.t").unwrap_err().to_string();
+        assert_eq!(e, "`test.t`@incr returned no __DORIS_BINLOG_TSO__ column");
     }
 }
