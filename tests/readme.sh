@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's commands, exactly as written, from the root of a fresh clone with no plugin built:
-# the quick start, `sluice plugin test` on the quick start's plugin, the sync commands'
+# the quick start, `sluice plugin test` on the quick start's plugin (in Rust and in Python), a
+# Python plugin from `sluice plugin new`, the sync commands'
 # `--print-pipeline` examples and the MySQL and PostgreSQL mirrors. Each line is taken
 # from README.md itself, so the test and the README cannot drift apart.
 set -euo pipefail
@@ -18,6 +19,9 @@ readme_line() {
 quick_start=$(readme_line 'cargo run --release -p sluice -- run pipelines/quickstart.toml')
 rows_line=$(readme_line "printf '{\"name\":\"James\"")
 plugin_test=$(readme_line 'sluice plugin test plugins/student-trans --input rows.jsonl')
+py_new=$(readme_line 'sluice plugin new shout --lang python')
+py_test=$(readme_line 'sluice plugin test shout --input shout/rows.jsonl')
+py_student=$(readme_line 'sluice plugin test plugins/python/student-trans --input rows.jsonl')
 load_shop=$(readme_line 'mysql -h 127.0.0.1 -u root < pipelines/mysql-sync.sql')
 mirror=$(readme_line 'cargo run --release -p sluice -- run pipelines/mysql-sync.toml')
 load_pg=$(readme_line 'psql -h 127.0.0.1 -U postgres -d postgres -q -f pipelines/postgres-sync.sql')
@@ -55,6 +59,16 @@ out=$(bash -c "$plugin_test") || { echo "$out"; echo "FAILED: sluice plugin test
 echo "$out"
 [ "$out" = $'prefix_James 19\nprefix_Emily 29' ] \
   || { echo "FAILED: sluice plugin test printed something else" >&2; exit 1; }
+
+# A Python plugin as generated, and the quick start's transform in Python (componentize-py from
+# $SLUICE_COMPONENTIZE_PY, which the test command installs).
+for cmd in "$py_new" "$py_test" "$py_student"; do
+  echo "\$ $cmd"
+  out=$(bash -c "$cmd") || { echo "$out"; echo "FAILED: $cmd" >&2; exit 1; }
+  echo "$out"
+done
+[ "$(bash -c "$py_test")" = $'JAMES 18\nEMILY 28' ] || { echo "FAILED: the generated Python plugin printed something else" >&2; exit 1; }
+[ "$out" = $'prefix_James 19\nprefix_Emily 29' ] || { echo "FAILED: the Python student-trans printed something else" >&2; exit 1; }
 
 # The sync command's example, continuation lines and all: --print-pipeline needs no server.
 sync_command=$(awk '/^sluice mysql-sync-database /{on=1} on{print} on && !/\\$/{exit}' "$work/sluice/README.md")
@@ -146,4 +160,4 @@ want=$(grep -o 'pipeline.toml:19: sink (type "doris"): tenant `analytics` may no
 [ -n "$want" ] && grep -qF "$want" <<<"${out//\\\"/\"}" || { echo "$out"; echo "FAILED: the refusal is not the README's" >&2; exit 1; }
 kill -TERM "$serve_pid" && wait "$serve_pid" || { cat "$work/serve.log"; echo "FAILED: sluice serve did not stop cleanly" >&2; exit 1; }
 serve_pid=""
-echo "README quick start, plugin test, sync examples, the MySQL and PostgreSQL mirrors and sluice serve: ok"
+echo "README quick start, plugin test (Rust and Python), plugin new, sync examples, the MySQL and PostgreSQL mirrors and sluice serve: ok"

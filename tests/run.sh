@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, then checks formatting, lints and runs every test
-# (host, doris-lite, guest SDK, and the plugins built for wasm32-wasip2).
+# (host, doris-lite, the Rust and Python guest SDKs, and the plugins built for wasm32-wasip2 and
+# with componentize-py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -58,6 +59,19 @@ if ! "$venv/bin/python" -c 'import playwright' 2>/dev/null; then
 fi
 export SLUICE_PLAYWRIGHT_PYTHON="$venv/bin/python"
 
+# Python plugins are built with componentize-py; the Python guest SDK's tests check its Arrow IPC
+# codec against pyarrow. Both live in a virtualenv kept between runs.
+pyvenv="${SLUICE_PY_VENV:-/var/tmp/sluice-py-plugins-venv}"
+py_tools="componentize-py==0.25.1 pyarrow==26.0.1 pytest==9.2.0"
+if [ "$(cat "$pyvenv/.tools" 2>/dev/null)" != "$py_tools" ]; then
+  step "a virtualenv with $py_tools ($pyvenv)"
+  rm -rf "$pyvenv"
+  python3 -m venv "$pyvenv"
+  "$pyvenv/bin/pip" install -q $py_tools
+  echo "$py_tools" > "$pyvenv/.tools"
+fi
+export SLUICE_COMPONENTIZE_PY="$pyvenv/bin/componentize-py"
+
 step "cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --manifest-path plugins/Cargo.toml --all --check
@@ -80,6 +94,9 @@ fi
 step "tests: guest SDK"
 plugins_cargo test -p sluice-guest
 plugins_cargo test -p sluice-guest --features json --lib json::
+
+step "tests: Python guest SDK (its Arrow IPC codec against pyarrow)"
+(cd guest-sdk/python && "$pyvenv/bin/python" -m pytest -q -p no:cacheprovider -W error tests)
 
 step "tests: host and doris-lite"
 cargo test --workspace

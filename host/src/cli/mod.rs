@@ -3,6 +3,7 @@
 mod embedded;
 mod plugin;
 mod run;
+mod scaffold;
 mod serve;
 mod sync;
 

@@ -1,4 +1,4 @@
-//! `sluice plugin inspect` and `sluice plugin test`: tools for plugin authors.
+//! `sluice plugin new|build|inspect|test`: tools for plugin authors.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -13,6 +13,21 @@ use crate::wasm::{ComponentCache, Plugin, PluginKind, PluginLimits, PluginRuntim
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
+    /// Create a plugin directory `<name>` (a transform, with sample rows) that builds and passes
+    /// `sluice plugin test <name> --input <name>/rows.jsonl` as generated.
+    New {
+        /// The plugin's name, also its directory (e.g. `my-transform`).
+        name: String,
+        /// The language to write it in.
+        #[arg(long, default_value = "rust", value_parser = ["rust", "python"])]
+        lang: String,
+    },
+    /// Build a plugin directory (a Rust crate, or a `plugin.toml` directory) and print the path
+    /// of its `.wasm` component.
+    Build {
+        /// The plugin directory.
+        path: PathBuf,
+    },
     /// Show a plugin's world, exports, imports, configuration keys and output schema.
     Inspect {
         /// A `.wasm` component or a plugin crate directory (built when needed).
@@ -47,11 +62,28 @@ pub enum PluginCommand {
 }
 
 pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
-    let runtime = PluginRuntime::new(ComponentCache::default_location())?;
+    let runtime = || PluginRuntime::new(ComponentCache::default_location());
     match cmd {
-        PluginCommand::Inspect { path, schema, config } => inspect(&runtime, &path, schema, &parse_config(&config)?),
+        PluginCommand::New { name, lang } => {
+            let dir = super::scaffold::new_plugin(&name, &lang)?;
+            let rows = dir.join("rows.jsonl");
+            println!(
+                "created {lang} plugin {0}; try it: sluice plugin test {0} --input {1}",
+                dir.display(),
+                rows.display()
+            );
+            Ok(())
+        }
+        PluginCommand::Build { path } => {
+            if !path.is_dir() {
+                bail!("{}: not a plugin directory (a Rust crate, or a directory with a `plugin.toml`)", path.display());
+            }
+            println!("{}", crate::wasm::source::resolve(&path)?.display());
+            Ok(())
+        }
+        PluginCommand::Inspect { path, schema, config } => inspect(&runtime()?, &path, schema, &parse_config(&config)?),
         PluginCommand::Test { path, config, input, schema, format } => {
-            test(&runtime, &path, &parse_config(&config)?, &input, schema, &format)
+            test(&runtime()?, &path, &parse_config(&config)?, &input, schema, &format)
         }
     }
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 /// Why loading or running a plugin failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
-    #[error("plugin `{path}`: file not found; pass a `.wasm` component or a plugin crate directory")]
+    #[error(
+        "plugin `{path}`: file not found; pass a `.wasm` component, a plugin crate directory or a plugin directory with a `plugin.toml`"
+    )]
     NotFound { path: PathBuf },
 
     #[error("plugin `{path}`: cannot read it: {source}")]
@@ -39,6 +41,17 @@ pub enum PluginError {
 
     #[error("plugin crate `{dir}`: `cargo build --release --target wasm32-wasip2` failed:\n{stderr}")]
     BuildFailed { dir: PathBuf, stderr: String },
+
+    #[error("plugin `{path}`: {detail}")]
+    Manifest { path: PathBuf, detail: String },
+
+    #[error(
+        "plugin `{dir}`: `{tool}` was not found on PATH (or at ${env}); install it with `{install}`, or pass the built `.wasm` file"
+    )]
+    ToolMissing { dir: PathBuf, tool: &'static str, env: &'static str, install: &'static str },
+
+    #[error("plugin `{dir}`: `{command}` failed:\n{output}")]
+    ToolFailed { dir: PathBuf, command: String, output: String },
 
     #[error("plugin crate `{dir}`: the build produced no `.wasm` component (is the crate a `cdylib`?)")]
     NoArtifact { dir: PathBuf },

@@ -1,5 +1,7 @@
-//! Finding a plugin's component: a `.wasm` file as given, or a plugin crate directory built
-//! for `wasm32-wasip2` (cargo rebuilds it when stale and does nothing when it is fresh).
+//! Finding a plugin's component: a `.wasm` file as given, a plugin crate directory built for
+//! `wasm32-wasip2` (cargo rebuilds it when stale and does nothing when it is fresh), or a plugin
+//! directory in another language (`plugin.toml`), built with that language's component tool when
+//! its sources, its manifest or the guest SDK changed.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -12,6 +14,9 @@ pub fn resolve(path: &Path) -> Result<PathBuf, PluginError> {
     if path.is_dir() {
         if path.join("Cargo.toml").is_file() {
             return build_crate(path);
+        }
+        if path.join(MANIFEST).is_file() {
+            return build_plugin_dir(path);
         }
         return Err(PluginError::NotFound { path: path.to_path_buf() });
     }
@@ -123,4 +128,152 @@ fn ensure_target(dir: &Path) -> Result<(), PluginError> {
         Ok(s) if s.success() => Ok(()),
         _ => Err(PluginError::TargetMissing { dir: dir.to_path_buf() }),
     }
+}
+
+/// The manifest of a plugin directory in a language other than Rust.
+pub const MANIFEST: &str = "plugin.toml";
+
+/// `plugin.toml`: the plugin's language and world.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    plugin: ManifestPlugin,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestPlugin {
+    /// `python` (more to come).
+    language: String,
+    /// `transform` or `decoder`.
+    world: String,
+    /// The module holding the exports (Python: `app`, i.e. `app.py`).
+    #[serde(default)]
+    module: Option<String>,
+}
+
+/// The Python guest SDK and the WIT contract, as this build of Sluice knows them: written next
+/// to each Python build, so a plugin always builds against the host's own contract.
+const PYTHON_SDK: [(&str, &str); 4] = [
+    ("sluice_guest/__init__.py", include_str!("../../../guest-sdk/python/sluice_guest/__init__.py")),
+    ("sluice_guest/ipc.py", include_str!("../../../guest-sdk/python/sluice_guest/ipc.py")),
+    ("sluice_guest/plugin.py", include_str!("../../../guest-sdk/python/sluice_guest/plugin.py")),
+    ("sluice_guest/types.py", include_str!("../../../guest-sdk/python/sluice_guest/types.py")),
+];
+const WIT: &str = include_str!("../../../wit/sluice.wit");
+
+/// The componentize-py this build is tested with.
+pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// Build the plugin directory `given` (`plugin.toml` + sources) into `<dir>/target/<dir>.wasm`
+/// (`-` as `_`, as cargo names a crate's component),
+/// unless that is newer than every source and was built with this SDK.
+pub fn build_plugin_dir(given: &Path) -> Result<PathBuf, PluginError> {
+    let dir = &std::path::absolute(given).map_err(|source| PluginError::Io { path: given.to_path_buf(), source })?;
+    let manifest_path = dir.join(MANIFEST);
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PluginError::Io { path, source }
+    };
+    let text = std::fs::read_to_string(&manifest_path).map_err(io_err(&manifest_path))?;
+    let manifest: Manifest = toml::from_str(&text).map_err(|e| PluginError::Manifest {
+        path: manifest_path.clone(),
+        detail: e.to_string().trim_end().replace('\n', " "),
+    })?;
+    let m = manifest.plugin;
+    if !matches!(m.world.as_str(), "transform" | "decoder") {
+        return Err(PluginError::Manifest {
+            path: manifest_path,
+            detail: format!("`plugin.world` is `{}`; it must be `transform` or `decoder`", m.world),
+        });
+    }
+    if m.language != "python" {
+        return Err(PluginError::Manifest {
+            path: manifest_path,
+            detail: format!(
+                "`plugin.language` is `{}`; plugins are built from `python` here, or from a Rust crate (Cargo.toml)",
+                m.language
+            ),
+        });
+    }
+    let module = m.module.unwrap_or_else(|| "app".to_string());
+    let target = dir.join("target");
+    let name = dir.file_name().map_or_else(|| m.world.clone(), |n| n.to_string_lossy().replace('-', "_"));
+    let output = target.join(format!("{name}.wasm"));
+    let stamp_path = target.join("sdk.stamp");
+    let stamp = sdk_stamp(&m.world, &module);
+    let fresh = std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp)
+        && modified(&output).is_some_and(|built| newest_source(dir).is_none_or(|src| src <= built));
+    if fresh {
+        return Ok(output);
+    }
+    let sdk = target.join("sdk");
+    for (file, text) in PYTHON_SDK {
+        let path = sdk.join(file);
+        std::fs::create_dir_all(path.parent().expect("a file in a package")).map_err(io_err(&path))?;
+        std::fs::write(&path, text).map_err(io_err(&path))?;
+    }
+    let wit = target.join("wit");
+    std::fs::create_dir_all(&wit).map_err(io_err(&wit))?;
+    std::fs::write(wit.join("sluice.wit"), WIT).map_err(io_err(&wit))?;
+    eprintln!("building Python plugin {} ({} world) with componentize-py", given.display(), m.world);
+    let tool = std::env::var_os("SLUICE_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
+    let mut cmd = Command::new(&tool);
+    cmd.arg("-d").arg(&wit).args(["-w", &m.world, "componentize", &module, "-p"]).arg(dir).arg("-p").arg(&sdk);
+    cmd.arg("-o").arg(&output).current_dir(dir).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(PluginError::ToolMissing {
+                dir: dir.clone(),
+                tool: "componentize-py",
+                env: "SLUICE_COMPONENTIZE_PY",
+                install: concat!("pip install ", "componentize-py==0.25.1"),
+            });
+        }
+        Err(source) => return Err(PluginError::Io { path: dir.clone(), source }),
+    };
+    if !out.status.success() {
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let tail: Vec<&str> = text.lines().rev().take(30).collect();
+        return Err(PluginError::ToolFailed {
+            dir: dir.clone(),
+            command: format!("componentize-py -w {} componentize {module}", m.world),
+            output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        });
+    }
+    std::fs::write(&stamp_path, stamp).map_err(io_err(&stamp_path))?;
+    Ok(output)
+}
+
+/// What a build depends on besides the plugin's own files: the SDK, the WIT, world and module.
+fn sdk_stamp(world: &str, module: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (PYTHON_SDK, WIT, world, module, COMPONENTIZE_PY).hash(&mut h);
+    format!("{:016x}\n", h.finish())
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The newest modification time of the plugin's files (everything but `target/`).
+fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if d != dir || entry.file_name() != "target" {
+                    stack.push(path);
+                }
+            } else if let Some(t) = modified(&path) {
+                newest = newest.max(Some(t));
+            }
+        }
+    }
+    newest
 }

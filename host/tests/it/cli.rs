@@ -82,7 +82,7 @@ fn bad_input_gets_one_clear_line() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["plugin", "test", "/nonexistent/x.wasm", "--input", rows_path],
-            "file not found; pass a `.wasm` component or a plugin crate directory",
+            "file not found; pass a `.wasm` component, a plugin crate directory or a plugin directory with a `plugin.toml`",
         ),
         (
             vec!["plugin", "test", not_wasm.path().to_str().unwrap(), "--input", rows_path],
@@ -123,7 +123,7 @@ fn a_crate_without_a_build_target_says_how_to_fix_it() {
     // A directory that is not a plugin crate at all.
     let (ok, _, stderr) = sluice(&["plugin", "inspect", repo_root().join("wit").to_str().unwrap()]);
     assert!(!ok);
-    assert!(stderr.contains("file not found; pass a `.wasm` component or a plugin crate directory"), "{stderr}");
+    assert!(stderr.contains("file not found; pass a `.wasm` component, a plugin crate directory or a plugin directory with a `plugin.toml`"), "{stderr}");
 }
 
 #[test]

@@ -7,9 +7,10 @@ fn schema(columns: &str) -> arrow::datatypes::SchemaRef {
     arrow_schema(&parse_columns(columns).unwrap())
 }
 
-#[test]
-fn op_type_messages_become_upserts_and_deletes() {
-    let plugin = load("op-type-delete-sign", PluginLimits::default());
+/// The seed's op_type decoder (`plugin`, named `name` in its errors): deletes and upserts, the
+/// bad message named, a value that does not fit its column refused. The Rust and the Python
+/// builds must pass the same checks.
+pub fn decodes_op_type_messages_as_the_seed_says(plugin: &sluice::wasm::Plugin, name: &str) {
     let mut dec = plugin.decoder(&[], &schema("id BIGINT, name VARCHAR(64), score DECIMAL(5,1)")).unwrap();
     let out = dec
         .decode(&[
@@ -19,24 +20,23 @@ fn op_type_messages_become_upserts_and_deletes() {
         ])
         .unwrap();
     assert_eq!(lines(&out), ["-D 1 zhangsan NULL", "+I 2 lisi 9.5", "+I 3 wangwu 10.3"]);
-}
-
-#[test]
-fn op_type_decoder_names_the_bad_message() {
-    let plugin = load("op-type-delete-sign", PluginLimits::default());
     let mut dec = plugin.decoder(&[], &schema("id BIGINT, name VARCHAR(64)")).unwrap();
     let err = dec.decode(&[r#"{"op_type":"insert","data":{"id":1}}"#, "{not json"]).unwrap_err();
     assert!(matches!(err, PluginError::Rejected { .. }), "{err}");
     let text = err.to_string();
-    assert!(
-        text.starts_with(
-            "plugin `op-type-delete-sign`: batch 1 (2 messages): the plugin rejected it: row 1: invalid JSON"
-        ),
-        "{text}"
-    );
+    let prefix = format!("plugin `{name}`: batch 1 (2 messages): the plugin rejected it: row 1: invalid JSON");
+    assert!(text.starts_with(&prefix), "{text}");
     // A value that does not fit its column is an error too, not silent loss.
     let err = dec.decode(&[r#"{"op_type":"insert","data":{"id":"abc"}}"#]).unwrap_err().to_string();
     assert!(err.contains("row 0: column `id`: `abc` is not an integer"), "{err}");
+}
+
+#[test]
+fn op_type_messages_become_upserts_and_deletes_and_bad_ones_are_named() {
+    decodes_op_type_messages_as_the_seed_says(
+        &load("op-type-delete-sign", PluginLimits::default()),
+        "op-type-delete-sign",
+    );
 }
 
 #[test]

@@ -114,6 +114,18 @@ async fn a_snapshot_reads_every_tablet_once_at_any_parallelism_with_pushdown() {
     assert_eq!(sent.to_string(), expected[0], "rows sent by the filtered reads");
 }
 
+/// What the quick start prints: the seed's result table.
+pub const QUICK_START_RESULT: &str = "\
+mysql> select * from test.student_trans;
++----+--------------+-----+
+| id | name         | age |
++----+--------------+-----+
+|  1 | prefix_James |  19 |
+|  2 | prefix_Emily |  29 |
++----+--------------+-----+
+2 rows in set
+";
+
 #[test]
 fn the_quick_start_runs_on_embedded_doris_and_shows_the_seeds_result() {
     let dir = tempfile::tempdir().unwrap();
@@ -133,17 +145,7 @@ fn the_quick_start_runs_on_embedded_doris_and_shows_the_seeds_result() {
         let out = run();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{attempt}: {}", String::from_utf8_lossy(&out.stderr));
-        let expected = "\
-mysql> select * from test.student_trans;
-+----+--------------+-----+
-| id | name         | age |
-+----+--------------+-----+
-|  1 | prefix_James |  19 |
-|  2 | prefix_Emily |  29 |
-+----+--------------+-----+
-2 rows in set
-";
-        assert_eq!(stdout, expected, "{attempt}");
+        assert_eq!(stdout, QUICK_START_RESULT, "{attempt}");
     }
 }
 

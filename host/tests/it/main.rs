@@ -12,6 +12,7 @@ mod lookup;
 mod mysql;
 mod pipeline;
 mod postgres;
+mod python_plugins;
 mod sandbox;
 mod serve;
 mod sink;

@@ -1,0 +1,175 @@
+//! Plugins written in Python (built with componentize-py from a `plugin.toml` directory) against
+//! the same WIT contract as the Rust ones: the quick start, the seed's op_type decoder, the
+//! sandbox's limits with the same errors, and `sluice plugin new|build|test`.
+//!
+//! componentize-py comes from `$SLUICE_COMPONENTIZE_PY` (the test command installs it in a
+//! virtualenv) or PATH.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sluice::wasm::{PluginError, PluginLimits};
+use sluice_guest::batch::Value;
+
+use crate::common::{batch, lines, repo_root, runtime};
+
+/// `plugins/python/<name>`, built (once: builds of one directory must not overlap).
+fn built(name: &str) -> PathBuf {
+    static BUILDS: Mutex<()> = Mutex::new(());
+    let _one = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = repo_root().join("plugins/python").join(name);
+    sluice::wasm::source::resolve(&dir).unwrap_or_else(|e| panic!("building {}: {e}", dir.display()))
+}
+
+fn load(name: &str, limits: PluginLimits) -> sluice::wasm::Plugin {
+    runtime().load(&built(name), limits).unwrap_or_else(|e| panic!("loading {name}: {e}"))
+}
+
+/// `sluice <args>` in `dir`, sharing the tests' compile cache; (exit code, stdout, stderr).
+fn sluice(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .current_dir(dir)
+        .env("SLUICE_CACHE_DIR", cache)
+        .output()
+        .expect("sluice runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn the_quick_start_with_the_python_student_trans_shows_the_seeds_result() {
+    let plugin = built("student-trans");
+    let plugin_dir = plugin.parent().and_then(Path::parent).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_root();
+    // The pipeline names the plugin directory, as a user would: it is fresh, so not rebuilt.
+    let toml = std::fs::read_to_string(repo.join("pipelines/quickstart.toml")).unwrap();
+    let toml = toml.replace("../plugins/student-trans", &plugin_dir.display().to_string());
+    std::fs::write(dir.path().join("quickstart.toml"), toml).unwrap();
+    std::fs::copy(repo.join("pipelines/quickstart.sql"), dir.path().join("quickstart.sql")).unwrap();
+    let (code, stdout, stderr) = sluice(dir.path(), &["run", "--quiet", "quickstart.toml"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, crate::doris_source::QUICK_START_RESULT);
+}
+
+#[test]
+fn the_python_student_trans_reads_its_prefix_and_rejects_unknown_keys() {
+    let plugin = load("student-trans", PluginLimits::default());
+    let input = batch(
+        "name VARCHAR(256), age INT",
+        &[vec![Value::Str("James"), Value::Int(18)], vec![Value::Null, Value::Null]],
+    );
+    let config = vec![("prefix".to_string(), "p_".to_string())];
+    let mut inst = plugin.transform(&config, &input.schema()).unwrap();
+    assert_eq!(lines(&inst.process(&input).unwrap()), ["+I p_James 19", "+I NULL NULL"]);
+    let typo = vec![("prefx".to_string(), "p_".to_string())];
+    let err = plugin.transform(&typo, &input.schema()).err().expect("a typo is refused").to_string();
+    assert_eq!(
+        err,
+        "plugin `student-trans`: init rejected the configuration: unknown config key `prefx`; known keys: prefix"
+    );
+}
+
+#[test]
+fn the_python_op_type_decoder_decodes_as_the_rust_one_does() {
+    let plugin = load("op-type-delete-sign", PluginLimits::default());
+    crate::decoders::decodes_op_type_messages_as_the_seed_says(&plugin, "op-type-delete-sign");
+}
+
+fn hostile(mode: &str, limits: PluginLimits) -> Result<Vec<sluice::Batch>, PluginError> {
+    let plugin = load("hostile", limits);
+    let input = batch("id BIGINT", &[vec![Value::Int(1)]]);
+    let mut inst = plugin.transform(&[("mode".into(), mode.into())], &input.schema()).unwrap();
+    inst.process(&input)
+}
+
+fn limits() -> PluginLimits {
+    PluginLimits { memory: 64 * 1024 * 1024, timeout: Duration::from_secs(1), fuel: None }
+}
+
+#[test]
+fn a_python_loop_hits_the_wall_time_limit_with_the_same_error_as_rust() {
+    let err = hostile("loop", limits()).unwrap_err();
+    assert!(matches!(err, PluginError::Timeout { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "plugin `hostile`: batch 1 (1 rows): exceeded its wall-time limit of 1s per call; the plugin may loop \
+         forever — fix it or raise `limits.timeout`"
+    );
+}
+
+#[test]
+fn a_python_memory_hog_hits_the_memory_limit_with_the_same_error_as_rust() {
+    let err = hostile("memory", limits()).unwrap_err();
+    assert!(matches!(err, PluginError::MemoryLimit { limit: 67_108_864, .. }), "{err}");
+    assert!(
+        err.to_string().starts_with("plugin `hostile`: batch 1 (1 rows): exceeded its memory limit of 67108864 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_python_exception_fails_the_batch_in_one_line_naming_it_and_where() {
+    let err = hostile("exception", limits()).unwrap_err();
+    assert!(matches!(err, PluginError::Rejected { .. }), "{err}");
+    let text = err.to_string();
+    let prefix = "plugin `hostile`: batch 1 (1 rows): the plugin rejected it: ZeroDivisionError: ";
+    assert!(text.starts_with(prefix), "{text}");
+    assert!(text.contains(" (at app.py:") && text.ends_with(", in process)") && !text.contains('\n'), "{text}");
+    // The same words as a Rust plugin's error.
+    let err = hostile("error", limits()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin `hostile`: batch 1 (1 rows): the plugin rejected it: row 0: refusing this batch"
+    );
+}
+
+#[test]
+fn plugin_new_python_and_rust_build_and_pass_plugin_test_as_generated() {
+    let dir = tempfile::tempdir().unwrap();
+    for (lang, name) in [("python", "my-py"), ("rust", "my-rs")] {
+        let (code, stdout, stderr) = sluice(dir.path(), &["plugin", "new", name, "--lang", lang]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(
+            stdout,
+            format!("created {lang} plugin {name}; try it: sluice plugin test {name} --input {name}/rows.jsonl\n")
+        );
+        let (code, stdout, stderr) = sluice(dir.path(), &["plugin", "build", name]);
+        assert_eq!(code, Some(0), "{lang}: {stderr}");
+        let wasm = PathBuf::from(stdout.trim());
+        assert!(wasm.is_file() && wasm.extension().is_some_and(|e| e == "wasm"), "{stdout}");
+        let rows = format!("{name}/rows.jsonl");
+        let (code, stdout, stderr) = sluice(dir.path(), &["plugin", "test", name, "--input", &rows]);
+        assert_eq!(code, Some(0), "{lang}: {stderr}");
+        assert_eq!(stdout, "JAMES 18\nEMILY 28\n", "{lang}");
+    }
+    let (code, _, stderr) = sluice(dir.path(), &["plugin", "new", "my-py", "--lang", "python"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("my-py: already exists; choose another name or remove it"), "{stderr}");
+}
+
+#[test]
+fn a_python_plugin_without_componentize_py_says_how_to_install_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = sluice(dir.path(), &["plugin", "new", "lonely", "--lang", "python"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["plugin", "build", "lonely"])
+        .current_dir(dir.path())
+        .env("SLUICE_COMPONENTIZE_PY", "/nonexistent/componentize-py")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains(&format!(
+            "plugin `{}`: `componentize-py` was not found on PATH (or at $SLUICE_COMPONENTIZE_PY); install it with `pip install componentize-py==0.25.1`, or pass the built `.wasm` file",
+            dir.path().join("lonely").display()
+        )),
+        "{stderr}"
+    );
+}
