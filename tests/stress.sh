@@ -3,7 +3,7 @@
 # busy: a test that depends on timing fails here long before it flakes in CI.
 #
 #   bash tests/stress.sh [runs]      (default 5; run `bash tests/run.sh` once first, which builds
-#                                     the plugins and tansu and installs the test clients)
+#                                     the plugins and tansu and installs the test clients and plugin tools)
 #
 # Prints each run's result and the tests that failed in it; exits 1 if any run failed.
 set -euo pipefail
@@ -12,6 +12,7 @@ runs=${1:-5}
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/host}"
 export CARGO_TERM_COLOR=never
 export SLUICE_TANSU="${SLUICE_TANSU:-${SLUICE_TOOLS_DIR:-/var/tmp/sluice-tools}/tansu/bin/tansu}"
+export SLUICE_COMPONENTIZE_PY="${SLUICE_COMPONENTIZE_PY:-${SLUICE_PY_VENV:-/var/tmp/sluice-py-plugins-venv}/bin/componentize-py}"
 if [ ! -e plugins/target ]; then
   echo "plugins/target is missing: run \`bash tests/run.sh\` once first" >&2
   exit 2
