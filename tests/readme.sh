@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's commands, exactly as written, from the root of a fresh clone with no plugin built:
-# the quick start, `sluice plugin test` on the quick start's plugin (in Rust and in Python), a
+# the quick start, `sluice plugin test` on the quick start's plugin (in Rust, Python and JavaScript), a
 # Python plugin from `sluice plugin new`, the sync commands'
 # `--print-pipeline` examples and the MySQL and PostgreSQL mirrors. Each line is taken
 # from README.md itself, so the test and the README cannot drift apart.
@@ -22,6 +22,7 @@ plugin_test=$(readme_line 'sluice plugin test plugins/student-trans --input rows
 py_new=$(readme_line 'sluice plugin new shout --lang python')
 py_test=$(readme_line 'sluice plugin test shout --input shout/rows.jsonl')
 py_student=$(readme_line 'sluice plugin test plugins/python/student-trans --input rows.jsonl')
+js_student=$(readme_line 'sluice plugin test plugins/js/student-trans --input rows.jsonl')
 load_shop=$(readme_line 'mysql -h 127.0.0.1 -u root < pipelines/mysql-sync.sql')
 mirror=$(readme_line 'cargo run --release -p sluice -- run pipelines/mysql-sync.toml')
 load_pg=$(readme_line 'psql -h 127.0.0.1 -U postgres -d postgres -q -f pipelines/postgres-sync.sql')
@@ -69,6 +70,10 @@ for cmd in "$py_new" "$py_test" "$py_student"; do
 done
 [ "$(bash -c "$py_test")" = $'JAMES 18\nEMILY 28' ] || { echo "FAILED: the generated Python plugin printed something else" >&2; exit 1; }
 [ "$out" = $'prefix_James 19\nprefix_Emily 29' ] || { echo "FAILED: the Python student-trans printed something else" >&2; exit 1; }
+echo "\$ $js_student"
+out=$(bash -c "$js_student") || { echo "$out"; echo "FAILED: $js_student" >&2; exit 1; }
+echo "$out"
+[ "$out" = $'prefix_James 19\nprefix_Emily 29' ] || { echo "FAILED: the JavaScript student-trans printed something else" >&2; exit 1; }
 
 # The sync command's example, continuation lines and all: --print-pipeline needs no server.
 sync_command=$(awk '/^sluice mysql-sync-database /{on=1} on{print} on && !/\\$/{exit}' "$work/sluice/README.md")

@@ -72,6 +72,20 @@ if [ "$(cat "$pyvenv/.tools" 2>/dev/null)" != "$py_tools" ]; then
 fi
 export SLUICE_COMPONENTIZE_PY="$pyvenv/bin/componentize-py"
 
+# JavaScript plugins are bundled with esbuild and built with componentize-js; the JavaScript
+# guest SDK's tests run under Node. The npm packages live in a directory kept between runs.
+jstools="${SLUICE_JS_TOOLS:-/var/tmp/sluice-js-tools}"
+js_tools="@bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 apache-arrow@21.2.0"
+if [ "$(cat "$jstools/.tools" 2>/dev/null)" != "$js_tools" ]; then
+  step "npm packages $js_tools ($jstools)"
+  rm -rf "$jstools"
+  mkdir -p "$jstools"
+  echo '{"private": true}' > "$jstools/package.json"
+  (cd "$jstools" && npm install --no-audit --no-fund --silent $js_tools)
+  echo "$js_tools" > "$jstools/.tools"
+fi
+export SLUICE_JS_TOOLS="$jstools"
+
 step "cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --manifest-path plugins/Cargo.toml --all --check
@@ -97,6 +111,9 @@ plugins_cargo test -p sluice-guest --features json --lib json::
 
 step "tests: Python guest SDK (its Arrow IPC codec against pyarrow)"
 (cd guest-sdk/python && "$pyvenv/bin/python" -m pytest -q -p no:cacheprovider -W error tests)
+
+step "tests: JavaScript guest SDK (under Node, against apache-arrow)"
+(cd guest-sdk/js && node --import ./test/register.mjs --test test/)
 
 step "tests: host and doris-lite"
 cargo test --workspace

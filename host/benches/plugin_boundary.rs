@@ -8,6 +8,11 @@
 //! that same round trip in plain Rust: `wasm/native` of the passthrough is what WASM costs beyond
 //! the encoding it needs, and the boundary cost is WASM passthrough minus native passthrough. The
 //! Arc clone (what a passthrough costs without any boundary) is shown for scale, without a ratio.
+//!
+//! Then the same two plugins written in Python (componentize-py) and JavaScript (componentize-js),
+//! on 8 192-row batches, beside the Rust ones: ns/row and rows/s, and the ratio to the Rust
+//! component (no target beyond "usable": >= 100 000 rows/s). A language whose build tool is
+//! missing is reported as skipped, with the reason.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -120,6 +125,47 @@ fn main() {
             "{:<26} {rows:>7} {:>12.2}   (target at 8192 rows: <= 25 ns/row)",
             "boundary cost",
             per_row(wasm_pass_t) - per_row(native_pass)
+        );
+    }
+
+    let rows = 8192;
+    let batch = reference_batch(rows);
+    let schema = batch.schema();
+    let per_row = |d: Duration| d.as_nanos() as f64 / rows as f64;
+    let budget = Duration::from_millis(3000);
+    let mut rust = passthrough.transform(&[], &schema).expect("init");
+    let rust_pass = per_row(measure(|| rust.process(&batch).expect("runs").len(), budget));
+    let mut rust = student.transform(&[], &schema).expect("init");
+    let rust_st = per_row(measure(|| rust.process(&batch).expect("runs").len(), budget));
+    println!();
+    println!("plugins by language: {rows}-row batches, median per call");
+    println!("{:<36} {:>12} {:>14} {:>12}", "case", "ns/row", "rows/s", "vs Rust");
+    let line = |name: &str, ns: f64, rust: f64| {
+        println!("{name:<36} {ns:>12.1} {:>14.0} {:>11.1}x", 1e9 / ns, ns / rust);
+    };
+    line("rust passthrough", rust_pass, rust_pass);
+    line("rust student-trans", rust_st, rust_st);
+    for lang in ["python", "js"] {
+        let loaded = ["passthrough", "student-trans"]
+            .map(|name| runtime.load(&plugins_dir().join(lang).join(name), PluginLimits::default()));
+        let [Ok(pass), Ok(st)] = loaded else {
+            let why = loaded.into_iter().find_map(Result::err).map(|e| e.to_string()).unwrap_or_default();
+            println!("{lang}: skipped: {}", why.lines().next().unwrap_or_default());
+            continue;
+        };
+        let mut pass = pass.transform(&[], &schema).expect("init");
+        let mut st = st.transform(&[], &schema).expect("init");
+        assert_eq!(pass.process(&batch).expect("runs")[0].data, batch.data, "{lang} passthrough");
+        assert_eq!(st.process(&batch).expect("runs")[0].data, native_student_trans(&batch)[0].data, "{lang}");
+        line(
+            &format!("{lang} passthrough"),
+            per_row(measure(|| pass.process(&batch).expect("runs").len(), budget)),
+            rust_pass,
+        );
+        line(
+            &format!("{lang} student-trans"),
+            per_row(measure(|| st.process(&batch).expect("runs").len(), budget)),
+            rust_st,
         );
     }
 }

@@ -279,6 +279,15 @@ def _to_wit(batch: ipc.Batch, types):
     return types.Batch(getattr(batch, "table", None), ipc.write_stream(batch), bytes(kinds))
 
 
+def _init(plugin, config, wit_schema, types, Err):
+    """``plugin.init`` with the WIT config and schema; its result (or error) as WIT values."""
+    try:
+        schema = schema_of([Column(c.name, c.data_type, c.nullable) for c in wit_schema.columns])
+        return _wit_schema(plugin.init(Config(config), schema), types)
+    except Exception as e:
+        raise _failed(e, types, Err) from None
+
+
 def export_transform(cls: type[Transform]):
     """The ``Transformer`` class componentize-py exports for the ``transform`` world."""
     from componentize_py_types import Err
@@ -292,11 +301,7 @@ def export_transform(cls: type[Transform]):
             return _info(self.plugin, types)
 
         def init(self, config, input):
-            try:
-                schema = schema_of([Column(c.name, c.data_type, c.nullable) for c in input.columns])
-                return _wit_schema(self.plugin.init(Config(config), schema), types)
-            except Exception as e:
-                raise _failed(e, types, Err) from None
+            return _init(self.plugin, config, input, types, Err)
 
         def process(self, input):
             try:
@@ -320,11 +325,7 @@ def export_decoder(cls: type[Decoder]):
             return _info(self.plugin, types)
 
         def init(self, config, declared):
-            try:
-                schema = schema_of([Column(c.name, c.data_type, c.nullable) for c in declared.columns])
-                return _wit_schema(self.plugin.init(Config(config), schema), types)
-            except Exception as e:
-                raise _failed(e, types, Err) from None
+            return _init(self.plugin, config, declared, types, Err)
 
         def decode(self, input):
             try:

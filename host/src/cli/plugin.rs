@@ -19,7 +19,7 @@ pub enum PluginCommand {
         /// The plugin's name, also its directory (e.g. `my-transform`).
         name: String,
         /// The language to write it in.
-        #[arg(long, default_value = "rust", value_parser = ["rust", "python"])]
+        #[arg(long, default_value = "rust", value_parser = ["rust", "python", "js"])]
         lang: String,
     },
     /// Build a plugin directory (a Rust crate, or a `plugin.toml` directory) and print the path

@@ -1,4 +1,4 @@
-//! `sluice plugin new <name> --lang rust|python`: a plugin directory that builds and passes
+//! `sluice plugin new <name> --lang rust|python|js`: a plugin directory that builds and passes
 //! `sluice plugin test <name> --input <name>/rows.jsonl` as generated. It carries the guest SDK
 //! and the WIT contract of this build of Sluice, so it builds anywhere, with no checkout.
 
@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
+use crate::wasm::source::WIT;
+
 /// Sample rows for `sluice plugin test`, matching the example input of every template.
 const ROWS: &str = "{\"name\":\"James\",\"age\":18}\n{\"name\":\"Emily\",\"age\":28}\n";
-
-const WIT: &str = include_str!("../../../wit/sluice.wit");
 
 const RUST_SDK: [(&str, &str); 7] = [
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
@@ -39,7 +39,8 @@ pub fn new_plugin(name: &str, lang: &str) -> anyhow::Result<PathBuf> {
     let files = match lang {
         "rust" => rust_files(name),
         "python" => python_files(name),
-        other => bail!("--lang {other}: plugins are scaffolded in `rust` or `python`"),
+        "js" => js_files(name),
+        other => bail!("--lang {other}: plugins are scaffolded in `rust`, `python` or `js`"),
     };
     for (path, text) in files {
         write(&dir.join(path), &text)?;
@@ -82,6 +83,51 @@ Transformer = export_transform(Plugin)
 "#
     );
     vec![("plugin.toml".into(), manifest.into()), ("app.py".into(), app), ("rows.jsonl".into(), ROWS.into())]
+}
+
+fn js_files(name: &str) -> Vec<(String, String)> {
+    let manifest = "# A Sluice plugin in JavaScript: `sluice plugin build .` bundles app.js with the guest SDK\n\
+                    # Sluice brings and apache-arrow (esbuild), and builds a component of the `transform`\n\
+                    # world with componentize-js (`npm install` here first, or set $SLUICE_JS_TOOLS).\n\
+                    [plugin]\nlanguage = \"js\"\nworld = \"transform\"\n";
+    let package = format!(
+        r#"{{
+  "name": "{name}",
+  "private": true,
+  "type": "module",
+  "devDependencies": {{
+    "@bytecodealliance/componentize-js": "0.23.0",
+    "apache-arrow": "21.2.0",
+    "esbuild": "0.28.2"
+  }}
+}}
+"#
+    );
+    let app = format!(
+        r#"// {name}: upper-cases `name`; every other column passes through.
+//
+// Try it:  sluice plugin test {name} --input {name}/rows.jsonl
+import {{ counterAdd, exportTransform }} from 'sluice-guest';
+
+export const transformer = exportTransform({{
+  name: '{name}',
+  description: 'Upper-cases `name`',
+  exampleInput: 'name VARCHAR(64), age INT',
+
+  process(batch) {{
+    const names = batch.column('name').map((n) => (n === null ? null : n.toUpperCase()));
+    counterAdd('rows', batch.numRows);
+    return [batch.replaceColumn('name', names)];
+  }},
+}});
+"#
+    );
+    vec![
+        ("plugin.toml".into(), manifest.into()),
+        ("package.json".into(), package),
+        ("app.js".into(), app),
+        ("rows.jsonl".into(), ROWS.into()),
+    ]
 }
 
 fn rust_files(name: &str) -> Vec<(String, String)> {

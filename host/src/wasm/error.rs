@@ -46,9 +46,9 @@ pub enum PluginError {
     Manifest { path: PathBuf, detail: String },
 
     #[error(
-        "plugin `{dir}`: `{tool}` was not found on PATH (or at ${env}); install it with `{install}`, or pass the built `.wasm` file"
+        "plugin `{dir}`: `{tool}` was not found {looked}; install it with `{install}`, or pass the built `.wasm` file"
     )]
-    ToolMissing { dir: PathBuf, tool: &'static str, env: &'static str, install: &'static str },
+    ToolMissing { dir: PathBuf, tool: &'static str, looked: String, install: &'static str },
 
     #[error("plugin `{dir}`: `{command}` failed:\n{output}")]
     ToolFailed { dir: PathBuf, command: String, output: String },

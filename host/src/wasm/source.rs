@@ -143,27 +143,58 @@ struct Manifest {
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ManifestPlugin {
-    /// `python` (more to come).
+    /// `python` or `js`.
     language: String,
     /// `transform` or `decoder`.
     world: String,
-    /// The module holding the exports (Python: `app`, i.e. `app.py`).
+    /// The module holding the exports (`app`: `app.py`, `app.js`).
     #[serde(default)]
     module: Option<String>,
 }
 
-/// The Python guest SDK and the WIT contract, as this build of Sluice knows them: written next
-/// to each Python build, so a plugin always builds against the host's own contract.
-const PYTHON_SDK: [(&str, &str); 4] = [
+/// The Python guest SDK, as this build of Sluice knows it: written next to each Python build, so
+/// a plugin always builds against the host's own SDK and contract.
+const PYTHON_SDK: &[(&str, &str)] = &[
     ("sluice_guest/__init__.py", include_str!("../../../guest-sdk/python/sluice_guest/__init__.py")),
     ("sluice_guest/ipc.py", include_str!("../../../guest-sdk/python/sluice_guest/ipc.py")),
     ("sluice_guest/plugin.py", include_str!("../../../guest-sdk/python/sluice_guest/plugin.py")),
     ("sluice_guest/types.py", include_str!("../../../guest-sdk/python/sluice_guest/types.py")),
 ];
-const WIT: &str = include_str!("../../../wit/sluice.wit");
+
+/// The JavaScript guest SDK (one module, `sluice-guest`), as this build of Sluice knows it.
+const JS_SDK: &[(&str, &str)] = &[("sluice-guest.js", include_str!("../../../guest-sdk/js/sluice-guest.js"))];
+
+/// The WIT contract of this build of Sluice.
+pub const WIT: &str = include_str!("../../../wit/sluice.wit");
 
 /// The componentize-py this build is tested with.
 pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// The npm packages a JavaScript plugin builds with, as this build is tested with them.
+pub const JS_TOOLS: &str = "@bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 apache-arrow@21.2.0";
+
+/// A language a `plugin.toml` directory can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Language {
+    Python,
+    Js,
+}
+
+impl Language {
+    fn sdk(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Language::Python => PYTHON_SDK,
+            Language::Js => JS_SDK,
+        }
+    }
+
+    fn tool(self) -> &'static str {
+        match self {
+            Language::Python => COMPONENTIZE_PY,
+            Language::Js => JS_TOOLS,
+        }
+    }
+}
 
 /// Build the plugin directory `given` (`plugin.toml` + sources) into `<dir>/target/<dir>.wasm`
 /// (`-` as `_`, as cargo names a crate's component),
@@ -171,10 +202,6 @@ pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 pub fn build_plugin_dir(given: &Path) -> Result<PathBuf, PluginError> {
     let dir = &std::path::absolute(given).map_err(|source| PluginError::Io { path: given.to_path_buf(), source })?;
     let manifest_path = dir.join(MANIFEST);
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| PluginError::Io { path, source }
-    };
     let text = std::fs::read_to_string(&manifest_path).map_err(io_err(&manifest_path))?;
     let manifest: Manifest = toml::from_str(&text).map_err(|e| PluginError::Manifest {
         path: manifest_path.clone(),
@@ -187,70 +214,154 @@ pub fn build_plugin_dir(given: &Path) -> Result<PathBuf, PluginError> {
             detail: format!("`plugin.world` is `{}`; it must be `transform` or `decoder`", m.world),
         });
     }
-    if m.language != "python" {
-        return Err(PluginError::Manifest {
-            path: manifest_path,
-            detail: format!(
-                "`plugin.language` is `{}`; plugins are built from `python` here, or from a Rust crate (Cargo.toml)",
-                m.language
-            ),
-        });
-    }
+    let language = match m.language.as_str() {
+        "python" => Language::Python,
+        "js" | "javascript" => Language::Js,
+        other => {
+            return Err(PluginError::Manifest {
+                path: manifest_path,
+                detail: format!(
+                    "`plugin.language` is `{other}`; plugins are built from `python` or `js` here, or from a Rust crate (Cargo.toml)"
+                ),
+            });
+        }
+    };
     let module = m.module.unwrap_or_else(|| "app".to_string());
     let target = dir.join("target");
     let name = dir.file_name().map_or_else(|| m.world.clone(), |n| n.to_string_lossy().replace('-', "_"));
     let output = target.join(format!("{name}.wasm"));
     let stamp_path = target.join("sdk.stamp");
-    let stamp = sdk_stamp(&m.world, &module);
+    let stamp = sdk_stamp(language, &m.world, &module);
     let fresh = std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp)
         && modified(&output).is_some_and(|built| newest_source(dir).is_none_or(|src| src <= built));
     if fresh {
         return Ok(output);
     }
     let sdk = target.join("sdk");
-    for (file, text) in PYTHON_SDK {
+    for (file, text) in language.sdk() {
         let path = sdk.join(file);
-        std::fs::create_dir_all(path.parent().expect("a file in a package")).map_err(io_err(&path))?;
+        std::fs::create_dir_all(path.parent().expect("a file in a directory")).map_err(io_err(&path))?;
         std::fs::write(&path, text).map_err(io_err(&path))?;
     }
     let wit = target.join("wit");
     std::fs::create_dir_all(&wit).map_err(io_err(&wit))?;
     std::fs::write(wit.join("sluice.wit"), WIT).map_err(io_err(&wit))?;
-    eprintln!("building Python plugin {} ({} world) with componentize-py", given.display(), m.world);
-    let tool = std::env::var_os("SLUICE_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
-    let mut cmd = Command::new(&tool);
-    cmd.arg("-d").arg(&wit).args(["-w", &m.world, "componentize", &module, "-p"]).arg(dir).arg("-p").arg(&sdk);
-    cmd.arg("-o").arg(&output).current_dir(dir).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let out = match cmd.output() {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(PluginError::ToolMissing {
+    match language {
+        Language::Python => {
+            eprintln!("building Python plugin {} ({} world) with componentize-py", given.display(), m.world);
+            let tool = std::env::var_os("SLUICE_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
+            let mut cmd = Command::new(&tool);
+            cmd.arg("-d").arg(&wit).args(["-w", &m.world, "componentize", &module, "-p"]).arg(dir).arg("-p").arg(&sdk);
+            cmd.arg("-o").arg(&output);
+            let missing = || PluginError::ToolMissing {
                 dir: dir.clone(),
                 tool: "componentize-py",
-                env: "SLUICE_COMPONENTIZE_PY",
+                looked: "on PATH (or at $SLUICE_COMPONENTIZE_PY)".into(),
                 install: concat!("pip install ", "componentize-py==0.25.1"),
-            });
+            };
+            run_tool(dir, cmd, missing, &format!("componentize-py -w {} componentize {module}", m.world))?;
         }
-        Err(source) => return Err(PluginError::Io { path: dir.clone(), source }),
-    };
-    if !out.status.success() {
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        let tail: Vec<&str> = text.lines().rev().take(30).collect();
-        return Err(PluginError::ToolFailed {
-            dir: dir.clone(),
-            command: format!("componentize-py -w {} componentize {module}", m.world),
-            output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-        });
+        Language::Js => {
+            eprintln!("building JavaScript plugin {} ({} world) with componentize-js", given.display(), m.world);
+            let modules = js_tools(dir)?;
+            let bin = modules.join(".bin");
+            let bundle = target.join("bundle.js");
+            let missing = || js_tools_missing(dir);
+            // componentize-js takes one module: the plugin, the SDK and apache-arrow are bundled
+            // first, leaving only the host's imports (`sluice:plugin/host`) outside.
+            let mut esbuild = Command::new(bin.join("esbuild"));
+            esbuild
+                .arg(dir.join(format!("{module}.js")))
+                .args(["--bundle", "--format=esm", "--platform=neutral", "--main-fields=module,main"])
+                .args(["--external:sluice:*", "--sourcemap=external", "--log-level=warning"])
+                .arg(format!("--alias:sluice-guest={}", sdk.join("sluice-guest.js").display()))
+                .arg(format!("--outfile={}", bundle.display()))
+                .env("NODE_PATH", &modules);
+            run_tool(dir, esbuild, missing, &format!("esbuild {module}.js --bundle"))?;
+            embed_source_map(&bundle)?;
+            let mut componentize = Command::new(bin.join("componentize-js"));
+            componentize
+                .arg(&bundle)
+                .arg("--wit")
+                .arg(&wit)
+                .args(["--world-name", &m.world, "--disable", "http", "fetch-event", "-o"])
+                .arg(&output);
+            run_tool(dir, componentize, missing, &format!("componentize-js --world-name {} bundle.js", m.world))?;
+        }
     }
     std::fs::write(&stamp_path, stamp).map_err(io_err(&stamp_path))?;
     Ok(output)
 }
 
-/// What a build depends on besides the plugin's own files: the SDK, the WIT, world and module.
-fn sdk_stamp(world: &str, module: &str) -> String {
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PluginError {
+    let path = path.to_path_buf();
+    move |source| PluginError::Io { path, source }
+}
+
+/// Run a build tool in `dir`; its output becomes the error when it fails.
+fn run_tool(
+    dir: &Path,
+    mut cmd: Command,
+    missing: impl FnOnce() -> PluginError,
+    command: &str,
+) -> Result<(), PluginError> {
+    let out = match cmd.current_dir(dir).stdout(Stdio::piped()).stderr(Stdio::piped()).output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
+        Err(source) => return Err(PluginError::Io { path: dir.to_path_buf(), source }),
+    };
+    if !out.status.success() {
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let tail: Vec<&str> = text.lines().rev().take(30).collect();
+        return Err(PluginError::ToolFailed {
+            dir: dir.to_path_buf(),
+            command: command.to_string(),
+            output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        });
+    }
+    Ok(())
+}
+
+/// The `node_modules` holding esbuild, componentize-js and apache-arrow: the plugin's own (after
+/// `npm install` in it), else `$SLUICE_JS_TOOLS/node_modules`.
+fn js_tools(dir: &Path) -> Result<PathBuf, PluginError> {
+    let own = dir.join("node_modules");
+    let shared = std::env::var_os("SLUICE_JS_TOOLS").map(|d| PathBuf::from(d).join("node_modules"));
+    [Some(own), shared]
+        .into_iter()
+        .flatten()
+        .find(|m| m.join(".bin/componentize-js").is_file() && m.join(".bin/esbuild").is_file())
+        .ok_or_else(|| js_tools_missing(dir))
+}
+
+fn js_tools_missing(dir: &Path) -> PluginError {
+    PluginError::ToolMissing {
+        dir: dir.to_path_buf(),
+        tool: "componentize-js",
+        looked: "in the plugin's node_modules (or in $SLUICE_JS_TOOLS/node_modules); it needs Node.js".into(),
+        install: concat!("npm install ", "@bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 apache-arrow@21.2.0"),
+    }
+}
+
+/// Append the bundle's source map (its sources and line mappings) to the bundle as
+/// `globalThis.__SLUICE_SOURCE_MAP__`, so the SDK names the plugin's own file and line when it
+/// throws. Appending leaves every earlier line where the map says it is.
+fn embed_source_map(bundle: &Path) -> Result<(), PluginError> {
+    let map_path = bundle.with_extension("js.map");
+    let text = std::fs::read_to_string(&map_path).map_err(io_err(&map_path))?;
+    let map: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| PluginError::Io { path: map_path.clone(), source: std::io::Error::other(e) })?;
+    let kept = serde_json::json!({ "sources": map["sources"], "mappings": map["mappings"] });
+    let mut js = std::fs::read_to_string(bundle).map_err(io_err(bundle))?;
+    js.push_str(&format!("\nglobalThis.__SLUICE_SOURCE_MAP__ = {kept};\n"));
+    std::fs::write(bundle, js).map_err(io_err(bundle))
+}
+
+/// What a build depends on besides the plugin's own files: the SDK, the WIT, tools, world and module.
+fn sdk_stamp(language: Language, world: &str, module: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (PYTHON_SDK, WIT, world, module, COMPONENTIZE_PY).hash(&mut h);
+    (language.sdk(), WIT, world, module, language.tool()).hash(&mut h);
     format!("{:016x}\n", h.finish())
 }
 
@@ -258,7 +369,8 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-/// The newest modification time of the plugin's files (everything but `target/`).
+/// The newest modification time of the plugin's files (everything but `target/` and
+/// `node_modules/`).
 fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
     let mut newest = None;
     let mut stack = vec![dir.to_path_buf()];
@@ -267,7 +379,7 @@ fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
-                if d != dir || entry.file_name() != "target" {
+                if d != dir || (entry.file_name() != "target" && entry.file_name() != "node_modules") {
                     stack.push(path);
                 }
             } else if let Some(t) = modified(&path) {

@@ -1,9 +1,11 @@
-//! Plugins written in Python (built with componentize-py from a `plugin.toml` directory) against
-//! the same WIT contract as the Rust ones: the quick start, the seed's op_type decoder, the
-//! sandbox's limits with the same errors, and `sluice plugin new|build|test`.
+//! Plugins written in Python (componentize-py) and JavaScript (componentize-js), built from a
+//! `plugin.toml` directory, against the same WIT contract as the Rust ones: the quick start, the
+//! seed's op_type decoder, the sandbox's limits with the same errors, and
+//! `sluice plugin new|build|test`. Each check is written once and run for each language.
 //!
 //! componentize-py comes from `$SLUICE_COMPONENTIZE_PY` (the test command installs it in a
-//! virtualenv) or PATH.
+//! virtualenv) or PATH; componentize-js, esbuild and apache-arrow from
+//! `$SLUICE_JS_TOOLS/node_modules` (the test command installs them with npm).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,16 +17,66 @@ use sluice_guest::batch::Value;
 
 use crate::common::{batch, lines, repo_root, runtime};
 
-/// `plugins/python/<name>`, built (once: builds of one directory must not overlap).
-fn built(name: &str) -> PathBuf {
+/// The tests of one language: `plugins/<lang>/…` and the file extension of its sources.
+macro_rules! language_tests {
+    ($lang:ident, $ext:literal) => {
+        mod $lang {
+            const LANG: super::Lang = super::Lang { dir: stringify!($lang), ext: $ext };
+
+            #[test]
+            fn the_quick_start_with_student_trans_shows_the_seeds_result() {
+                super::quick_start(LANG);
+            }
+
+            #[test]
+            fn student_trans_reads_its_prefix_and_rejects_unknown_keys() {
+                super::student_trans_prefix(LANG);
+            }
+
+            #[test]
+            fn the_op_type_decoder_decodes_as_the_rust_one_does() {
+                super::op_type_decoder(LANG);
+            }
+
+            #[test]
+            fn a_loop_hits_the_wall_time_limit_with_the_same_error_as_rust() {
+                super::a_loop(LANG);
+            }
+
+            #[test]
+            fn a_memory_hog_hits_the_memory_limit_with_the_same_error_as_rust() {
+                super::a_memory_hog(LANG);
+            }
+
+            #[test]
+            fn an_exception_fails_the_batch_in_one_line_naming_it_and_where() {
+                super::an_exception(LANG);
+            }
+        }
+    };
+}
+
+language_tests!(python, "py");
+language_tests!(js, "js");
+
+#[derive(Clone, Copy)]
+struct Lang {
+    /// `python` or `js`: the directory under `plugins/`.
+    dir: &'static str,
+    /// The extension of its sources.
+    ext: &'static str,
+}
+
+/// `plugins/<lang>/<name>`, built (once: builds of one directory must not overlap).
+fn built(lang: Lang, name: &str) -> PathBuf {
     static BUILDS: Mutex<()> = Mutex::new(());
     let _one = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = repo_root().join("plugins/python").join(name);
+    let dir = repo_root().join("plugins").join(lang.dir).join(name);
     sluice::wasm::source::resolve(&dir).unwrap_or_else(|e| panic!("building {}: {e}", dir.display()))
 }
 
-fn load(name: &str, limits: PluginLimits) -> sluice::wasm::Plugin {
-    runtime().load(&built(name), limits).unwrap_or_else(|e| panic!("loading {name}: {e}"))
+fn load(lang: Lang, name: &str, limits: PluginLimits) -> sluice::wasm::Plugin {
+    runtime().load(&built(lang, name), limits).unwrap_or_else(|e| panic!("loading {} {name}: {e}", lang.dir))
 }
 
 /// `sluice <args>` in `dir`, sharing the tests' compile cache; (exit code, stdout, stderr).
@@ -40,9 +92,8 @@ fn sluice(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
 
-#[test]
-fn the_quick_start_with_the_python_student_trans_shows_the_seeds_result() {
-    let plugin = built("student-trans");
+fn quick_start(lang: Lang) {
+    let plugin = built(lang, "student-trans");
     let plugin_dir = plugin.parent().and_then(Path::parent).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let repo = repo_root();
@@ -56,9 +107,8 @@ fn the_quick_start_with_the_python_student_trans_shows_the_seeds_result() {
     assert_eq!(stdout, crate::doris_source::QUICK_START_RESULT);
 }
 
-#[test]
-fn the_python_student_trans_reads_its_prefix_and_rejects_unknown_keys() {
-    let plugin = load("student-trans", PluginLimits::default());
+fn student_trans_prefix(lang: Lang) {
+    let plugin = load(lang, "student-trans", PluginLimits::default());
     let input = batch(
         "name VARCHAR(256), age INT",
         &[vec![Value::Str("James"), Value::Int(18)], vec![Value::Null, Value::Null]],
@@ -74,14 +124,13 @@ fn the_python_student_trans_reads_its_prefix_and_rejects_unknown_keys() {
     );
 }
 
-#[test]
-fn the_python_op_type_decoder_decodes_as_the_rust_one_does() {
-    let plugin = load("op-type-delete-sign", PluginLimits::default());
+fn op_type_decoder(lang: Lang) {
+    let plugin = load(lang, "op-type-delete-sign", PluginLimits::default());
     crate::decoders::decodes_op_type_messages_as_the_seed_says(&plugin, "op-type-delete-sign");
 }
 
-fn hostile(mode: &str, limits: PluginLimits) -> Result<Vec<sluice::Batch>, PluginError> {
-    let plugin = load("hostile", limits);
+fn hostile(lang: Lang, mode: &str, limits: PluginLimits) -> Result<Vec<sluice::Batch>, PluginError> {
+    let plugin = load(lang, "hostile", limits);
     let input = batch("id BIGINT", &[vec![Value::Int(1)]]);
     let mut inst = plugin.transform(&[("mode".into(), mode.into())], &input.schema()).unwrap();
     inst.process(&input)
@@ -91,9 +140,8 @@ fn limits() -> PluginLimits {
     PluginLimits { memory: 64 * 1024 * 1024, timeout: Duration::from_secs(1), fuel: None }
 }
 
-#[test]
-fn a_python_loop_hits_the_wall_time_limit_with_the_same_error_as_rust() {
-    let err = hostile("loop", limits()).unwrap_err();
+fn a_loop(lang: Lang) {
+    let err = hostile(lang, "loop", limits()).unwrap_err();
     assert!(matches!(err, PluginError::Timeout { .. }), "{err}");
     assert_eq!(
         err.to_string(),
@@ -102,9 +150,8 @@ fn a_python_loop_hits_the_wall_time_limit_with_the_same_error_as_rust() {
     );
 }
 
-#[test]
-fn a_python_memory_hog_hits_the_memory_limit_with_the_same_error_as_rust() {
-    let err = hostile("memory", limits()).unwrap_err();
+fn a_memory_hog(lang: Lang) {
+    let err = hostile(lang, "memory", limits()).unwrap_err();
     assert!(matches!(err, PluginError::MemoryLimit { limit: 67_108_864, .. }), "{err}");
     assert!(
         err.to_string().starts_with("plugin `hostile`: batch 1 (1 rows): exceeded its memory limit of 67108864 bytes"),
@@ -112,16 +159,17 @@ fn a_python_memory_hog_hits_the_memory_limit_with_the_same_error_as_rust() {
     );
 }
 
-#[test]
-fn a_python_exception_fails_the_batch_in_one_line_naming_it_and_where() {
-    let err = hostile("exception", limits()).unwrap_err();
+fn an_exception(lang: Lang) {
+    let err = hostile(lang, "exception", limits()).unwrap_err();
     assert!(matches!(err, PluginError::Rejected { .. }), "{err}");
     let text = err.to_string();
-    let prefix = "plugin `hostile`: batch 1 (1 rows): the plugin rejected it: ZeroDivisionError: ";
-    assert!(text.starts_with(prefix), "{text}");
-    assert!(text.contains(" (at app.py:") && text.ends_with(", in process)") && !text.contains('\n'), "{text}");
+    let error = if lang.dir == "python" { "ZeroDivisionError" } else { "TypeError" };
+    let prefix = format!("plugin `hostile`: batch 1 (1 rows): the plugin rejected it: {error}: ");
+    assert!(text.starts_with(&prefix), "{text}");
+    let at = format!(" (at app.{}:", lang.ext);
+    assert!(text.contains(&at) && text.ends_with(", in process)") && !text.contains('\n'), "{text}");
     // The same words as a Rust plugin's error.
-    let err = hostile("error", limits()).unwrap_err();
+    let err = hostile(lang, "error", limits()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "plugin `hostile`: batch 1 (1 rows): the plugin rejected it: row 0: refusing this batch"
@@ -129,9 +177,9 @@ fn a_python_exception_fails_the_batch_in_one_line_naming_it_and_where() {
 }
 
 #[test]
-fn plugin_new_python_and_rust_build_and_pass_plugin_test_as_generated() {
+fn plugin_new_in_each_language_builds_and_passes_plugin_test_as_generated() {
     let dir = tempfile::tempdir().unwrap();
-    for (lang, name) in [("python", "my-py"), ("rust", "my-rs")] {
+    for (lang, name) in [("python", "my-py"), ("js", "my-js"), ("rust", "my-rs")] {
         let (code, stdout, stderr) = sluice(dir.path(), &["plugin", "new", name, "--lang", lang]);
         assert_eq!(code, Some(0), "{stderr}");
         assert_eq!(
@@ -152,24 +200,43 @@ fn plugin_new_python_and_rust_build_and_pass_plugin_test_as_generated() {
     assert!(stderr.contains("my-py: already exists; choose another name or remove it"), "{stderr}");
 }
 
-#[test]
-fn a_python_plugin_without_componentize_py_says_how_to_install_it() {
+/// `sluice plugin build` of a new `lang` plugin with its build tool pointed at nothing: exit 1 and
+/// `plugin `<dir>`: <said>` on stderr.
+fn without_its_tool(lang: &str, env: &str, nowhere: &str, said: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, stderr) = sluice(dir.path(), &["plugin", "new", "lonely", "--lang", "python"]);
+    let (code, _, stderr) = sluice(dir.path(), &["plugin", "new", "lonely", "--lang", lang]);
     assert_eq!(code, Some(0), "{stderr}");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["plugin", "build", "lonely"])
         .current_dir(dir.path())
-        .env("SLUICE_COMPONENTIZE_PY", "/nonexistent/componentize-py")
+        .env(env, nowhere)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr.contains(&format!(
-            "plugin `{}`: `componentize-py` was not found on PATH (or at $SLUICE_COMPONENTIZE_PY); install it with `pip install componentize-py==0.25.1`, or pass the built `.wasm` file",
-            dir.path().join("lonely").display()
-        )),
-        "{stderr}"
+    let want = format!("plugin `{}`: {said}", dir.path().join("lonely").display());
+    assert!(stderr.contains(&want), "{stderr}");
+}
+
+#[test]
+fn a_python_plugin_without_componentize_py_says_how_to_install_it() {
+    without_its_tool(
+        "python",
+        "SLUICE_COMPONENTIZE_PY",
+        "/nonexistent/componentize-py",
+        "`componentize-py` was not found on PATH (or at $SLUICE_COMPONENTIZE_PY); install it with \
+         `pip install componentize-py==0.25.1`, or pass the built `.wasm` file",
+    );
+}
+
+#[test]
+fn a_js_plugin_without_componentize_js_says_how_to_install_it() {
+    without_its_tool(
+        "js",
+        "SLUICE_JS_TOOLS",
+        "/nonexistent",
+        "`componentize-js` was not found in the plugin's node_modules (or in $SLUICE_JS_TOOLS/node_modules); it \
+         needs Node.js; install it with `npm install @bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 \
+         apache-arrow@21.2.0`, or pass the built `.wasm` file",
     );
 }
