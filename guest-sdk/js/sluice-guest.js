@@ -21,6 +21,7 @@
 import {
   Bool,
   DateDay,
+  DateUnit,
   Decimal,
   Field,
   Float32,
@@ -29,6 +30,7 @@ import {
   Int32,
   Int64,
   Int8,
+  Precision,
   RecordBatch,
   Schema,
   Struct,
@@ -36,7 +38,9 @@ import {
   TimestampMicrosecond,
   TimestampMillisecond,
   TimestampSecond,
+  Type,
   Utf8,
+  Vector,
   makeData,
   tableFromIPC,
   tableToIPC,
@@ -127,7 +131,7 @@ export class Batch {
 
   /** The values of column `name`, nulls as `null`. */
   column(name) {
-    return Array.from(this.vector(name));
+    return valuesOf(this.vector(name));
   }
 
   /** The Arrow vector of column `name`. */
@@ -141,7 +145,7 @@ export class Batch {
   replaceColumn(name, values) {
     const field = this.data.schema.fields.find((f) => f.name === name);
     if (!field) throw this.noColumn(name);
-    const vector = vectorFromArray(values, field.type);
+    const vector = vectorOf(values, field.type);
     if (vector.length !== this.numRows) {
       throw new PluginError(`column \`${name}\` got ${vector.length} values for ${this.numRows} rows`);
     }
@@ -162,6 +166,132 @@ export class Batch {
     const names = this.data.schema.fields.map((f) => f.name).join(', ');
     return new PluginError(`the batch has no column \`${name}\`; its columns are ${names}`);
   }
+}
+
+// --- columns as JavaScript arrays, and back ------------------------------------------------------
+//
+// Plugins run in an interpreter (no JIT inside a component), so the common column types are read
+// and written straight from and to their buffers, a whole column at a time; the rest go through
+// apache-arrow's generic getters and builders.
+
+const utf8Decoder = new TextDecoder();
+const utf8Encoder = new TextEncoder();
+
+/** What a column type is, by its type id (a schema read from IPC has generic `Int_`, `Float`,
+ * `Timestamp_` … instances, not the subclasses a plugin constructs): `int8` … `int64`,
+ * `float32`, `float64`, `bool`, `utf8`, `decimal`, `date32`, `timestamp[s|ms|us]`, else `other`. */
+function kindOf(type) {
+  switch (type.typeId) {
+    case Type.Int:
+      return type.isSigned ? `int${type.bitWidth}` : 'other';
+    case Type.Float:
+      return type.precision === Precision.SINGLE ? 'float32' : type.precision === Precision.DOUBLE ? 'float64' : 'other';
+    case Type.Bool:
+      return 'bool';
+    case Type.Utf8:
+      return 'utf8';
+    case Type.Decimal:
+      return type.bitWidth === 128 ? 'decimal' : 'other';
+    case Type.Date:
+      return type.unit === DateUnit.DAY ? 'date32' : 'other';
+    case Type.Timestamp:
+      if (type.timezone) return 'other';
+      return ['timestamp[s]', 'timestamp[ms]', 'timestamp[us]'][type.unit] ?? 'other';
+    default:
+      return 'other';
+  }
+}
+
+const PLAIN_KINDS = ['int8', 'int16', 'int32', 'int64', 'float32', 'float64'];
+
+function isPlain(type) {
+  return PLAIN_KINDS.includes(kindOf(type));
+}
+
+/** The values of `vector` as an array, nulls as `null`. */
+function valuesOf(vector) {
+  const out = new Array(vector.length);
+  let at = 0;
+  for (const data of vector.data) {
+    const n = data.length;
+    const bitmap = data.nullCount > 0 ? data.nullBitmap : null;
+    if (data.offset !== 0 || !(kindOf(data.type) === 'utf8' || isPlain(data.type))) {
+      for (const v of new vector.constructor([data])) out[at++] = v;
+      continue;
+    }
+    if (kindOf(data.type) === 'utf8') {
+      const offsets = data.valueOffsets;
+      const bytes = data.values.subarray(offsets[0], offsets[n]);
+      const text = utf8Decoder.decode(bytes);
+      // All ASCII (one UTF-16 unit per byte): cut the one decoded string at the byte offsets.
+      const ascii = text.length === bytes.length;
+      const base = offsets[0];
+      for (let i = 0; i < n; i++) {
+        if (bitmap && !((bitmap[i >> 3] >> (i & 7)) & 1)) out[at++] = null;
+        else if (ascii) out[at++] = text.substring(offsets[i] - base, offsets[i + 1] - base);
+        else out[at++] = utf8Decoder.decode(data.values.subarray(offsets[i], offsets[i + 1]));
+      }
+      continue;
+    }
+    const values = data.values;
+    for (let i = 0; i < n; i++) {
+      out[at++] = bitmap && !((bitmap[i >> 3] >> (i & 7)) & 1) ? null : values[i];
+    }
+  }
+  return out;
+}
+
+/** A vector of `type` holding `values` (`null` for null). */
+function vectorOf(values, type) {
+  const kind = kindOf(type);
+  if (!(kind === 'utf8' || isPlain(type)) || !Array.isArray(values)) return vectorFromArray(values, type);
+  const n = values.length;
+  let nullCount = 0;
+  let bitmap;
+  for (let i = 0; i < n; i++) {
+    if (values[i] === null || values[i] === undefined) {
+      if (!bitmap) bitmap = new Uint8Array((n + 7) >> 3).fill(0xff);
+      bitmap[i >> 3] &= ~(1 << (i & 7));
+      nullCount++;
+    }
+  }
+  if (kind === 'utf8') {
+    const valueOffsets = new Int32Array(n + 1);
+    const parts = new Array(n);
+    let chars = 0;
+    for (let i = 0; i < n; i++) {
+      const v = values[i];
+      const text = v === null || v === undefined ? '' : typeof v === 'string' ? v : String(v);
+      parts[i] = text;
+      chars += text.length;
+      valueOffsets[i + 1] = chars;
+    }
+    let data = utf8Encoder.encode(parts.join(''));
+    if (data.length !== chars) {
+      // Not all ASCII: byte offsets differ from character offsets, so encode string by string.
+      const encoded = parts.map((t) => utf8Encoder.encode(t));
+      data = new Uint8Array(encoded.reduce((sum, e) => sum + e.length, 0));
+      let pos = 0;
+      encoded.forEach((e, i) => {
+        data.set(e, pos);
+        pos += e.length;
+        valueOffsets[i + 1] = pos;
+      });
+    }
+    return new Vector([makeData({ type, length: n, nullCount, nullBitmap: bitmap, valueOffsets, data })]);
+  }
+  const data = new type.ArrayType(n);
+  const big = kind === 'int64';
+  const integer = kind.startsWith('int');
+  for (let i = 0; i < n; i++) {
+    const v = values[i];
+    if (v === null || v === undefined) continue;
+    const x = big ? (typeof v === 'bigint' ? v : BigInt(v)) : typeof v === 'bigint' ? Number(v) : v;
+    data[i] = x;
+    // A typed array wraps what does not fit; a value must never change on its way out.
+    if (integer && data[i] !== x) throw new PluginError(`${JSON.stringify(String(v))} does not fit a ${type} column (row ${i})`);
+  }
+  return new Vector([makeData({ type, length: n, nullCount, nullBitmap: bitmap, data })]);
 }
 
 /** Builds a batch row by row, converting JSON-style values (text, numbers) to the types of
@@ -206,7 +336,7 @@ export class BatchBuilder {
 
   finish() {
     const n = this.kinds.length;
-    const children = this.schema.fields.map((f, i) => vectorFromArray(this.columns[i], f.type).data[0]);
+    const children = this.schema.fields.map((f, i) => vectorOf(this.columns[i], f.type).data[0]);
     const data = makeData({ type: new Struct(this.schema.fields), length: n, nullCount: 0, children });
     const kinds = this.kinds.some((k) => k !== INSERT) ? Uint8Array.from(this.kinds) : new Uint8Array(0);
     return new Batch(new Table(new RecordBatch(this.schema, data)), kinds, this.table);
@@ -215,24 +345,24 @@ export class BatchBuilder {
 
 function converter(field) {
   const t = field.type;
-  switch (t.constructor) {
-    case Int8:
-    case Int16:
-    case Int32:
+  switch (kindOf(t)) {
+    case 'int8':
+    case 'int16':
+    case 'int32':
       return (v) => Number(toInteger(v));
-    case Int64:
+    case 'int64':
       return toInteger;
-    case Float32:
-    case Float64:
+    case 'float32':
+    case 'float64':
       return toFloat;
-    case Bool:
+    case 'bool':
       return toBool;
-    case Decimal:
+    case 'decimal':
       return (v) => toDecimal(v, t.scale);
-    case DateDay:
-    case TimestampSecond:
-    case TimestampMillisecond:
-    case TimestampMicrosecond:
+    case 'date32':
+    case 'timestamp[s]':
+    case 'timestamp[ms]':
+    case 'timestamp[us]':
       return toEpochMillis;
     default:
       return (v) => (typeof v === 'string' ? v : JSON.stringify(v));
@@ -391,36 +521,23 @@ export function dorisType(f) {
   const tagged = f.metadata.get(DORIS_TYPE_KEY);
   if (tagged) return tagged;
   const t = f.type;
-  switch (t.constructor) {
-    case Bool:
-      return 'BOOLEAN';
-    case Int8:
-      return 'TINYINT';
-    case Int16:
-      return 'SMALLINT';
-    case Int32:
-      return 'INT';
-    case Int64:
-      return 'BIGINT';
-    case Float32:
-      return 'FLOAT';
-    case Float64:
-      return 'DOUBLE';
-    case DateDay:
-      return 'DATE';
-    case Utf8:
-      return 'STRING';
-    case TimestampSecond:
-      return 'DATETIME';
-    case TimestampMillisecond:
-      return 'DATETIME(3)';
-    case TimestampMicrosecond:
-      return 'DATETIME(6)';
-    case Decimal:
-      return `DECIMAL(${t.precision},${t.scale})`;
-    default:
-      throw new PluginError(`column \`${f.name}\`: Arrow type ${t} has no Doris type`);
-  }
+  const natural = {
+    bool: 'BOOLEAN',
+    int8: 'TINYINT',
+    int16: 'SMALLINT',
+    int32: 'INT',
+    int64: 'BIGINT',
+    float32: 'FLOAT',
+    float64: 'DOUBLE',
+    date32: 'DATE',
+    utf8: 'STRING',
+    'timestamp[s]': 'DATETIME',
+    'timestamp[ms]': 'DATETIME(3)',
+    'timestamp[us]': 'DATETIME(6)',
+    decimal: `DECIMAL(${t.precision},${t.scale})`,
+  }[kindOf(t)];
+  if (!natural) throw new PluginError(`column \`${f.name}\`: Arrow type ${t} has no Doris type`);
+  return natural;
 }
 
 /** The Arrow schema of WIT columns (`{name, dataType, nullable}`). */
@@ -469,58 +586,28 @@ export function failed(e) {
 }
 
 /** `file:line, in function` of the innermost stack frame in the plugin's own code (not the SDK's,
- * not a package's), mapped through the bundle's source map when the build embedded one. */
+ * not a package's). In a component the frames point into the bundle; the line table the build
+ * appends to it (`globalThis.__SLUICE_SOURCE_MAP__`) holds exactly the plugin's own lines. */
 function whereThrown(stack) {
   if (typeof stack !== 'string') return undefined;
+  const map = globalThis.__SLUICE_SOURCE_MAP__;
   for (const frame of stack.split('\n')) {
     // SpiderMonkey: `name@file:line:column`; V8: `    at name (file:line:column)`.
     const m = /^(?:\s*at )?(?:([\w$.<>]*)@|([\w$.<>]+) \()?\(?(.*?):(\d+):(\d+)\)?$/.exec(frame);
     if (!m) continue;
     const fn = (m[1] ?? m[2] ?? '').split('.').pop();
-    const pos = originalPosition(Number(m[4]), Number(m[5])) ?? { source: m[3], line: Number(m[4]) };
-    if (/node_modules|sluice-guest\.js$/.test(pos.source)) continue;
-    const file = pos.source.split('/').pop();
-    return `${file}:${pos.line}${fn ? `, in ${fn}` : ''}`;
+    let source = m[3];
+    let line = Number(m[4]);
+    if (map) {
+      const own = map.lines[line];
+      if (!own) continue;
+      [source, line] = [map.sources[own[0]], own[1]];
+    } else if (/node_modules|sluice-guest\.js$/.test(source)) {
+      continue;
+    }
+    return `${source.split('/').pop()}:${line}${fn ? `, in ${fn}` : ''}`;
   }
   return undefined;
-}
-
-const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
-
-/** The source file and line of bundle position `line`:`column` (1-based), from the source map the
- * build appends to the bundle (`globalThis.__SLUICE_SOURCE_MAP__`); `undefined` without one. */
-function originalPosition(line, column) {
-  const map = globalThis.__SLUICE_SOURCE_MAP__;
-  if (!map) return undefined;
-  const lines = map.mappings.split(';');
-  if (line < 1 || line > lines.length) return undefined;
-  const state = [0, 0, 0, 0, 0]; // generated column, source, source line, source column, name
-  let found;
-  for (let l = 0; l < line; l++) {
-    state[0] = 0;
-    for (const segment of lines[l].split(',')) {
-      if (!segment) continue;
-      let field = 0;
-      let value = 0;
-      let shift = 0;
-      for (const ch of segment) {
-        const digit = BASE64.indexOf(ch);
-        value += (digit & 31) << shift;
-        if (digit & 32) {
-          shift += 5;
-          continue;
-        }
-        state[field] += value & 1 ? -(value >>> 1) : value >>> 1;
-        field += 1;
-        value = 0;
-        shift = 0;
-      }
-      if (l === line - 1 && field >= 4 && state[0] <= column - 1) {
-        found = { source: map.sources[state[1]], line: state[2] + 1 };
-      }
-    }
-  }
-  return found;
 }
 
 function guarded(f) {
@@ -545,12 +632,19 @@ function defaultInit(plugin, config, schema) {
   return schema;
 }
 
+/** The input batches' tables, and the bytes each was read from: a table handed back untouched
+ * goes back as those bytes. */
+const readFrom = new WeakMap();
+
 function fromWit(batch) {
-  return new Batch(tableFromIPC(batch.arrowIpc), batch.rowKinds, batch.table);
+  const table = tableFromIPC(batch.arrowIpc);
+  readFrom.set(table, batch.arrowIpc);
+  return new Batch(table, batch.rowKinds, batch.table);
 }
 
 function toWit(batch) {
-  return { table: batch.table, arrowIpc: tableToIPC(batch.data, 'stream'), rowKinds: Uint8Array.from(batch.rowKinds) };
+  const arrowIpc = readFrom.get(batch.data) ?? tableToIPC(batch.data, 'stream');
+  return { table: batch.table, arrowIpc, rowKinds: Uint8Array.from(batch.rowKinds) };
 }
 
 /** The `transformer` interface componentize-js exports for the `transform` world. `plugin` has

@@ -51,6 +51,10 @@ test('Doris types map to the Arrow fields the WIT names, and back', () => {
     assert.equal(String(f.type), arrow, doris);
     assert.equal(dorisType(f), back, doris);
   }
+  // The same from a schema read back from IPC (generic type instances there).
+  const schema = schemaOf(cases.map(([doris], i) => ({ name: `c${i}`, dataType: doris, nullable: true })));
+  const read = tableFromIPC(tableToIPC(new BatchBuilder(schema).finish().data, 'stream')).schema;
+  assert.deepEqual(read.fields.map(dorisType), cases.map(([, , back]) => back));
 });
 
 test('a type Sluice cannot carry is an error naming the column and the type', () => {
@@ -216,4 +220,44 @@ test('log and counters reach the host', () => {
     ['log', 'info', 'hello'],
     ['counterAdd', 'rows', 3n],
   ]);
+});
+
+test('columns are read and written whole: nulls, non-ASCII text, and values that do not fit', () => {
+  const t = exportTransform({
+    process(batch) {
+      const names = batch.column('name');
+      const ids = batch.column('id');
+      const small = batch.column('small');
+      return [
+        batch
+          .replaceColumn('name', names.map((n) => (n === null ? null : `${n}!`)))
+          .replaceColumn('id', ids.map((v) => (v === null ? null : v * 2n)))
+          .replaceColumn('small', small.map((v) => (v === null ? null : v + 1))),
+      ];
+    },
+  });
+  const schema = schemaOf(cols([['name', 'STRING'], ['id', 'BIGINT'], ['small', 'SMALLINT']]));
+  const input = new BatchBuilder(schema);
+  input.push({ name: 'héllo', id: 1, small: 1 });
+  input.push({ name: null, id: null, small: null });
+  input.push({ name: 'plain', id: '-5', small: -2 });
+  const ipc = tableToIPC(input.finish().data, 'stream');
+  const [out] = t.process({ table: undefined, arrowIpc: ipc, rowKinds: new Uint8Array() });
+  const back = tableFromIPC(out.arrowIpc);
+  assert.deepEqual([...back.getChild('name')], ['héllo!', null, 'plain!']);
+  assert.deepEqual([...back.getChild('id')], [2n, null, -10n]);
+  assert.deepEqual([...back.getChild('small')], [2, null, -1]);
+  assert.equal(back.getChild('name').nullCount, 1);
+
+  const overflow = exportTransform({ process: (b) => [b.replaceColumn('small', [40000, null, 1])] });
+  assert.throws(() => overflow.process({ table: undefined, arrowIpc: ipc, rowKinds: new Uint8Array() }), {
+    payload: { message: '"40000" does not fit a Int16 column (row 0)', row: undefined },
+  });
+});
+
+test('a batch handed back untouched goes back as the bytes it came in', () => {
+  const ipc = tableToIPC(tableFromArrays({ id: [1, 2] }), 'stream');
+  const [out] = exportTransform({ process: (b) => [b] }).process({ table: 'db.t', arrowIpc: ipc, rowKinds: new Uint8Array() });
+  assert.equal(out.arrowIpc, ipc);
+  assert.equal(out.table, 'db.t');
 });

@@ -195,22 +195,39 @@ class Batch:
     ``columns[i][r]`` is the value of field ``i`` in row ``r`` (``None`` for null), with the
     Python types listed in the module documentation. Every column has ``num_rows`` values;
     ``num_rows`` only needs to be given for a batch without columns.
+
+    A batch read with ``read_stream(…, lazy=True)`` decodes a column when it is first asked
+    for (``column``, ``columns``); a column never asked for is written back by
+    :func:`write_stream` as the very buffers it was read from.
     """
 
-    __slots__ = ("schema", "columns", "num_rows")
+    __slots__ = ("schema", "_columns", "num_rows")
 
-    def __init__(self, schema: Schema, columns: list[list], num_rows: int | None = None):
+    def __init__(self, schema: Schema, columns: list, num_rows: int | None = None):
         if len(columns) != len(schema.fields):
             raise ValueError(f"the schema has {len(schema.fields)} fields but {len(columns)} columns were given")
-        columns = [c if isinstance(c, list) else list(c) for c in columns]
+        columns = [c if isinstance(c, (list, _RawColumn)) else list(c) for c in columns]
         if num_rows is None:
             num_rows = len(columns[0]) if columns else 0
         for f, c in zip(schema.fields, columns):
             if len(c) != num_rows:
                 raise ValueError(f"column {f.name!r} has {len(c)} values, expected {num_rows}")
         self.schema = schema
-        self.columns = columns
+        self._columns = columns
         self.num_rows = num_rows
+
+    @property
+    def columns(self) -> list[list]:
+        """Every column's values (decoding those not decoded yet)."""
+        for i in range(len(self._columns)):
+            self._decoded(i)
+        return self._columns
+
+    def _decoded(self, i: int) -> list:
+        c = self._columns[i]
+        if isinstance(c, _RawColumn):
+            c = self._columns[i] = c.decode()
+        return c
 
     @classmethod
     def empty(cls, schema: Schema) -> Batch:
@@ -219,11 +236,11 @@ class Batch:
 
     @property
     def num_columns(self) -> int:
-        return len(self.columns)
+        return len(self._columns)
 
     def column(self, key: int | str) -> list:
         """The values of the column at a position or with a name."""
-        return self.columns[key if isinstance(key, int) else self.schema.index(key)]
+        return self._decoded(key if isinstance(key, int) else self.schema.index(key))
 
     def __len__(self) -> int:
         return self.num_rows
@@ -488,7 +505,7 @@ class _Builder:
 # ---------------------------------------------------------------------------------------------
 
 
-def read_stream(data: bytes | bytearray | memoryview, *, raw_temporal: bool = False) -> Batch:
+def read_stream(data: bytes | bytearray | memoryview, *, raw_temporal: bool = False, lazy: bool = False) -> Batch:
     """Decode an Arrow IPC stream holding one schema and at most one record batch.
 
     Both the current framing (``0xFFFFFFFF``, int32 metadata length) and the legacy one (int32
@@ -498,9 +515,12 @@ def read_stream(data: bytes | bytearray | memoryview, *, raw_temporal: bool = Fa
 
     With ``raw_temporal=True``, date32 values are days since 1970-01-01 and timestamps are
     ticks since 1970-01-01T00:00:00 in the column's unit, as ``int``.
+
+    With ``lazy=True``, the stream's structure is checked now and each column's values when the
+    column is first asked for (a bad value raises then); ``data`` must not change meanwhile.
     """
     try:
-        return _read_stream(memoryview(data).cast("B"), raw_temporal)
+        return _read_stream(memoryview(data).cast("B"), raw_temporal, lazy)
     except _Malformed as e:
         raise ValueError(f"malformed Arrow IPC stream: {e}") from None
     except struct.error as e:
@@ -534,7 +554,7 @@ def _messages(mv: memoryview):
         pos += body_len
 
 
-def _read_stream(mv: memoryview, raw_temporal: bool) -> Batch:
+def _read_stream(mv: memoryview, raw_temporal: bool, lazy: bool) -> Batch:
     schema = None
     batch = None
     for message, body in _messages(mv):
@@ -554,7 +574,7 @@ def _read_stream(mv: memoryview, raw_temporal: bool) -> Batch:
                 raise ValueError("the Arrow IPC stream has a record batch before its schema")
             if batch is not None:
                 raise ValueError("the Arrow IPC stream holds more than one record batch")
-            batch = _read_record_batch(schema, header, body, raw_temporal)
+            batch = _read_record_batch(schema, header, body, raw_temporal, lazy)
         elif kind == _HEADER_DICTIONARY_BATCH:
             raise ValueError("dictionary batches (dictionary-encoded columns) are not supported")
         else:
@@ -647,7 +667,7 @@ def _read_schema(header: _Table) -> Schema:
     return Schema(fields, header.key_values(2))
 
 
-def _read_record_batch(schema: Schema, header: _Table, body: memoryview, raw_temporal: bool) -> Batch:
+def _read_record_batch(schema: Schema, header: _Table, body: memoryview, raw_temporal: bool, lazy: bool) -> Batch:
     compression = header.table(3)
     if compression is not None:
         codec = compression.scalar(0, _u8, 0)
@@ -671,16 +691,39 @@ def _read_record_batch(schema: Schema, header: _Table, body: memoryview, raw_tem
             raise _Malformed("fewer buffers than the schema needs")
         bufs = [_body_slice(body, buffers[2 * j], buffers[2 * j + 1]) for j in range(b, b + nbufs)]
         b += nbufs
+        raw = _RawColumn(f, length, null_count, bufs, raw_temporal)
+        columns.append(raw if lazy else raw.decode())
+    return Batch(schema, columns, num_rows)
+
+
+class _RawColumn:
+    """A column as read from a record batch: its buffers, decoded on demand."""
+
+    __slots__ = ("field", "n", "null_count", "bufs", "raw_temporal")
+
+    def __init__(self, field: Field, n: int, null_count: int, bufs: list[memoryview], raw_temporal: bool):
+        self.field, self.n, self.null_count, self.bufs, self.raw_temporal = field, n, null_count, bufs, raw_temporal
+
+    def __len__(self) -> int:
+        return self.n
+
+    def decode(self) -> list:
+        f = self.field
         try:
-            columns.append(_decode_column(f.type, length, null_count, bufs, raw_temporal))
+            return _decode_column(f.type, self.n, self.null_count, self.bufs, self.raw_temporal)
         except _Malformed as e:
-            raise _Malformed(f"column {f.name!r}: {e}") from None
+            raise ValueError(f"malformed Arrow IPC stream: column {f.name!r}: {e}") from None
+        except struct.error as e:
+            raise ValueError(f"malformed Arrow IPC stream: column {f.name!r}: truncated data ({e})") from None
         except (OverflowError, ValueError) as e:
             raise ValueError(
                 f"column {f.name!r} ({f.type}): {e}"
                 + ("; read with raw_temporal=True to get the values as integers" if f.type.name in ("date32", "timestamp") else "")
             ) from None
-    return Batch(schema, columns, num_rows)
+
+    def reusable_for(self, f: Field) -> bool:
+        """Whether these buffers can be written back as column ``f`` unchanged."""
+        return f.type == self.field.type and (f.nullable or self.null_count == 0)
 
 
 def _read_structs(header: _Table, slot: int) -> tuple[int, ...]:
@@ -811,10 +854,15 @@ def write_stream(batch: Batch) -> bytes:
     nodes = array("q")
     buffers = array("q")
     offset = 0
-    for f, col in zip(schema.fields, batch.columns):
-        if len(col) != n:
-            raise ValueError(f"column {f.name!r} has {len(col)} values, expected {n}")
-        null_count, bufs = _encode_column(f, col, n)
+    for i, f in enumerate(schema.fields):
+        col = batch._columns[i]
+        if isinstance(col, _RawColumn) and col.reusable_for(f):
+            null_count, bufs = col.null_count, col.bufs
+        else:
+            col = batch._decoded(i)
+            if len(col) != n:
+                raise ValueError(f"column {f.name!r} has {len(col)} values, expected {n}")
+            null_count, bufs = _encode_column(f, col, n)
         nodes.extend((n, null_count))
         for buf in bufs:
             size = len(buf) * (buf.itemsize if isinstance(buf, array) else 1)

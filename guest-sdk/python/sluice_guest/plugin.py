@@ -93,7 +93,7 @@ class Batch(ipc.Batch):
         i = self.schema.index(name) if name in self.schema.names else None
         if i is None:
             raise Error(f"the batch has no column `{name}`; its columns are {', '.join(self.schema.names)}")
-        columns = list(self.columns)
+        columns = list(self._columns)
         columns[i] = values
         return Batch(self.schema, columns, self.row_kinds, self.table, self.num_rows)
 
@@ -105,7 +105,7 @@ class Batch(ipc.Batch):
 
     def to_table(self, table: str | None) -> Batch:
         """The same rows, routed to ``table`` (``db.table``)."""
-        return Batch(self.schema, self.columns, self.row_kinds, table, self.num_rows)
+        return Batch(self.schema, self._columns, self.row_kinds, table, self.num_rows)
 
 
 class BatchBuilder:
@@ -270,8 +270,9 @@ def _wit_schema(schema: ipc.Schema, types):
 
 
 def _from_wit(batch) -> Batch:
-    b = ipc.read_stream(batch.arrow_ipc)
-    return Batch(b.schema, b.columns, batch.row_kinds, batch.table, b.num_rows)
+    # Lazily: columns the plugin never reads go back as the buffers they came in.
+    b = ipc.read_stream(batch.arrow_ipc, lazy=True)
+    return Batch(b.schema, b._columns, batch.row_kinds, batch.table, b.num_rows)
 
 
 def _to_wit(batch: ipc.Batch, types):

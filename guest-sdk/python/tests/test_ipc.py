@@ -209,6 +209,35 @@ def test_null_slots_with_garbage_values_are_ignored():
     assert batch.column("s") == ["a", None, "b"]
 
 
+def test_lazy_read_decodes_a_column_when_asked_and_writes_untouched_ones_back_as_read():
+    fields = [Field(f"c{i}", dtype) for i, (dtype, _, _) in enumerate(CASES)]
+    n = 20
+    columns = [with_nulls((values * n)[:n]) for _, _, values in CASES]
+    data = write_stream(Batch(Schema(fields), columns))
+    lazy = read_stream(data, lazy=True)
+    assert all(isinstance(c, ipc._RawColumn) for c in lazy._columns)
+    assert write_stream(lazy) == data  # nothing decoded, the same bytes
+    assert lazy.column("c1") == columns[1]
+    assert isinstance(lazy._columns[1], list) and isinstance(lazy._columns[0], ipc._RawColumn)
+    assert pa_read(write_stream(lazy)).equals(pa_read(data))
+    assert lazy.columns == columns and lazy == read_stream(data)
+
+
+def test_lazy_read_reports_a_bad_value_when_its_column_is_read():
+    table = pa.table({"id": pa.array([1, 2], pa.int64()), "s": pa.array(["ok", "xx"], pa.utf8())})
+    data = bytearray(pa_stream(table.to_batches()[0]))
+    data[data.rindex(b"okxx") + 2] = 0xFF  # not UTF-8
+    with pytest.raises(ValueError, match="column 's'"):
+        read_stream(data)
+    lazy = read_stream(data, lazy=True)
+    assert lazy.column("id") == [1, 2]
+    # The untouched column goes back as it came (a plugin passes on what it did not read).
+    again = read_stream(write_stream(Batch(lazy.schema, [[3, 4], lazy._columns[1]])), lazy=True)
+    assert again.column("id") == [3, 4] and bytes(again._columns[1].bufs[2]) == bytes(lazy._columns[1].bufs[2])
+    with pytest.raises(ValueError, match="column 's'"):
+        lazy.column("s")
+
+
 def test_string_offsets_need_not_start_at_zero():
     # Some writers keep the offsets of a sliced array as they are (first offset not zero).
     offsets = memoryview(struct.pack("<3i", 3, 5, 9))

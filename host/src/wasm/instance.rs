@@ -151,7 +151,7 @@ impl Instance {
         let state = StoreState {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryLimiter { limit: plugin.limits().memory, exceeded: None },
+            limiter: MemoryLimiter::new(plugin.limits().memory),
             plugin: plugin.name().to_string(),
             counters: Arc::default(),
             stderr,
@@ -169,6 +169,26 @@ impl Instance {
             store.epoch_deadline_callback(on_tick);
         }
         Self { plugin: plugin.clone(), store, poisoned: false }
+    }
+
+    /// Whether this instance's memory has grown past three quarters of its limit. Some guest
+    /// runtimes (componentize-py, componentize-js) never free the buffers the host writes a
+    /// call's arguments into, so their memory grows by about one input per call; such an
+    /// instance is replaced by a fresh one (same config) between calls, before it hits the limit.
+    /// A trapped (poisoned) instance is never renewed: it stays refused.
+    fn worn(&self) -> bool {
+        let limiter = &self.store.data().limiter;
+        !self.poisoned && limiter.largest > limiter.limit / 4 * 3
+    }
+
+    /// The size of the instance's largest linear memory, in bytes.
+    fn memory_bytes(&self) -> u64 {
+        self.store.data().limiter.largest
+    }
+
+    /// Carry the counters (and the call numbering they imply) over to a fresh instance.
+    fn take_counters_of(&mut self, old: &Instance) {
+        self.store.data_mut().counters = old.store.data().counters.clone();
     }
 
     /// Run one call under the plugin's limits, turning traps into errors that name the limit.
@@ -374,24 +394,57 @@ fn start<B>(
     Ok((inst, bindings, output))
 }
 
-/// A transform plugin instance: owned by one worker, reused for every batch.
+/// A transform plugin instance: owned by one worker, reused for every batch (replaced by a fresh
+/// one with the same config when its memory wears out, see `Instance::worn`).
 pub struct TransformInstance {
     inst: Instance,
     bindings: TransformBindings,
     output: SchemaRef,
     batches: u64,
+    config: Vec<(String, String)>,
+    input: Schema,
+    recycled: u64,
 }
 
 impl TransformInstance {
     pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], input: &Schema) -> Result<Self, PluginError> {
-        let (inst, bindings, output) = start(
+        let (inst, bindings, output) = Self::start(plugin, config, input)?;
+        Ok(Self { inst, bindings, output, batches: 0, config: config.to_vec(), input: input.clone(), recycled: 0 })
+    }
+
+    fn start(
+        plugin: &Plugin,
+        config: &[(String, String)],
+        input: &Schema,
+    ) -> Result<(Instance, TransformBindings, SchemaRef), PluginError> {
+        start(
             plugin,
             config,
             input,
             |s, component, linker| TransformBindings::instantiate(s, component, linker),
             |b, s, config, schema| b.sluice_plugin_transformer().call_init(s, config, schema),
-        )?;
-        Ok(Self { inst, bindings, output, batches: 0 })
+        )
+    }
+
+    /// Replace a worn instance (see `Instance::worn`) by a fresh one, initialised the same way.
+    fn renew_if_worn(&mut self) -> Result<(), PluginError> {
+        if !self.inst.worn() {
+            return Ok(());
+        }
+        let (mut inst, bindings, output) = Self::start(&self.inst.plugin, &self.config, &self.input)?;
+        renewed(&self.inst, &mut inst, &self.output, &output, &mut self.recycled)?;
+        (self.inst, self.bindings) = (inst, bindings);
+        Ok(())
+    }
+
+    /// How many times the instance was replaced by a fresh one (see `Instance::worn`).
+    pub fn renewals(&self) -> u64 {
+        self.recycled
+    }
+
+    /// The size of the instance's largest linear memory, in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.inst.memory_bytes()
     }
 
     /// The schema of the batches this instance produces for the default table.
@@ -410,6 +463,7 @@ impl TransformInstance {
             detail: format!("input cannot be encoded: {}", e.message),
         })?;
         let input = wit::Batch { table, arrow_ipc, row_kinds };
+        self.renew_if_worn()?;
         let bindings = &self.bindings;
         let result = self.inst.call(&call, |s| bindings.sluice_plugin_transformer().call_process(s, &input))?;
         let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
@@ -422,24 +476,55 @@ impl TransformInstance {
     }
 }
 
-/// A decoder plugin instance: owned by one worker, reused for every run of messages.
+/// A decoder plugin instance: owned by one worker, reused for every run of messages (replaced
+/// by a fresh one with the same config when its memory wears out, see `Instance::worn`).
 pub struct DecoderInstance {
     inst: Instance,
     bindings: DecoderBindings,
     output: SchemaRef,
     batches: u64,
+    config: Vec<(String, String)>,
+    declared: Schema,
+    recycled: u64,
 }
 
 impl DecoderInstance {
     pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], declared: &Schema) -> Result<Self, PluginError> {
-        let (inst, bindings, output) = start(
+        let (inst, bindings, output) = Self::start(plugin, config, declared)?;
+        Ok(Self {
+            inst,
+            bindings,
+            output,
+            batches: 0,
+            config: config.to_vec(),
+            declared: declared.clone(),
+            recycled: 0,
+        })
+    }
+
+    fn start(
+        plugin: &Plugin,
+        config: &[(String, String)],
+        declared: &Schema,
+    ) -> Result<(Instance, DecoderBindings, SchemaRef), PluginError> {
+        start(
             plugin,
             config,
             declared,
             |s, component, linker| DecoderBindings::instantiate(s, component, linker),
             |b, s, config, schema| b.sluice_plugin_event_decoder().call_init(s, config, schema),
-        )?;
-        Ok(Self { inst, bindings, output, batches: 0 })
+        )
+    }
+
+    /// Replace a worn instance (see `Instance::worn`) by a fresh one, initialised the same way.
+    fn renew_if_worn(&mut self) -> Result<(), PluginError> {
+        if !self.inst.worn() {
+            return Ok(());
+        }
+        let (mut inst, bindings, output) = Self::start(&self.inst.plugin, &self.config, &self.declared)?;
+        renewed(&self.inst, &mut inst, &self.output, &output, &mut self.recycled)?;
+        (self.inst, self.bindings) = (inst, bindings);
+        Ok(())
     }
 
     pub fn output_schema(&self) -> &SchemaRef {
@@ -465,6 +550,7 @@ impl DecoderInstance {
             offsets.push(end);
         }
         let input = wit::Messages { data, offsets };
+        self.renew_if_worn()?;
         let bindings = &self.bindings;
         let result = self.inst.call(&call, |s| bindings.sluice_plugin_event_decoder().call_decode(s, &input))?;
         let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
@@ -474,4 +560,29 @@ impl DecoderInstance {
     pub fn counters(&self) -> BTreeMap<String, u64> {
         self.inst.counters()
     }
+}
+
+/// Hand a worn instance's counters to its fresh replacement, which must declare the same output.
+fn renewed(
+    old: &Instance,
+    fresh: &mut Instance,
+    output: &SchemaRef,
+    fresh_output: &SchemaRef,
+    count: &mut u64,
+) -> Result<(), PluginError> {
+    if fresh_output != output {
+        return Err(PluginError::Init {
+            plugin: old.plugin.name().into(),
+            message: "a fresh instance with the same config declared another output schema".into(),
+        });
+    }
+    fresh.take_counters_of(old);
+    *count += 1;
+    tracing::debug!(
+        plugin = %old.plugin.name(),
+        memory = old.memory_bytes(),
+        limit = old.plugin.limits().memory,
+        "plugin instance renewed: its memory wore out (a guest runtime that does not free call arguments)"
+    );
+    Ok(())
 }

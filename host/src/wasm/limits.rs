@@ -65,6 +65,14 @@ pub(crate) struct MemoryLimiter {
     pub(crate) limit: u64,
     /// The size the plugin asked for when it hit the cap.
     pub(crate) exceeded: Option<u64>,
+    /// The size of the plugin's largest linear memory (memories never shrink).
+    pub(crate) largest: u64,
+}
+
+impl MemoryLimiter {
+    pub(crate) fn new(limit: u64) -> Self {
+        Self { limit, exceeded: None, largest: 0 }
+    }
 }
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
@@ -73,6 +81,7 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
             self.exceeded = Some(desired as u64);
             return Err(wasmtime::format_err!("memory limit of {} bytes exceeded", self.limit));
         }
+        self.largest = self.largest.max(desired as u64);
         Ok(true)
     }
 

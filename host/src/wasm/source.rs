@@ -343,18 +343,60 @@ fn js_tools_missing(dir: &Path) -> PluginError {
     }
 }
 
-/// Append the bundle's source map (its sources and line mappings) to the bundle as
-/// `globalThis.__SLUICE_SOURCE_MAP__`, so the SDK names the plugin's own file and line when it
-/// throws. Appending leaves every earlier line where the map says it is.
+/// Append to the bundle, as `globalThis.__SLUICE_SOURCE_MAP__`, where each of its lines that
+/// comes from the plugin's own files (not the SDK, not a package) came from: `{sources, lines}`
+/// with `lines[<bundle line>] = [<source index>, <source line>]`, both lines 1-based. The SDK
+/// names the plugin's file and line with it when the plugin throws; appending leaves every
+/// earlier line of the bundle where it was.
 fn embed_source_map(bundle: &Path) -> Result<(), PluginError> {
     let map_path = bundle.with_extension("js.map");
+    let bad = |detail: String| PluginError::Io { path: map_path.clone(), source: std::io::Error::other(detail) };
     let text = std::fs::read_to_string(&map_path).map_err(io_err(&map_path))?;
-    let map: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| PluginError::Io { path: map_path.clone(), source: std::io::Error::other(e) })?;
-    let kept = serde_json::json!({ "sources": map["sources"], "mappings": map["mappings"] });
+    let map: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let sources: Vec<&str> = map["sources"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
+    let own = |i: usize| sources.get(i).is_some_and(|s| !s.contains("node_modules") && !s.ends_with("sluice-guest.js"));
+    let mappings = map["mappings"].as_str().ok_or_else(|| bad("no `mappings`".into()))?;
+    let mut lines = serde_json::Map::new();
+    for (line, source, source_line) in first_mapping_per_line(mappings).map_err(bad)? {
+        if own(source) {
+            lines.insert((line + 1).to_string(), serde_json::json!([source, source_line + 1]));
+        }
+    }
+    let kept = serde_json::json!({ "sources": sources, "lines": lines });
     let mut js = std::fs::read_to_string(bundle).map_err(io_err(bundle))?;
     js.push_str(&format!("\nglobalThis.__SLUICE_SOURCE_MAP__ = {kept};\n"));
     std::fs::write(bundle, js).map_err(io_err(bundle))
+}
+
+/// `(generated line, source index, source line)` (0-based) of the first segment of each line of a
+/// source map's `mappings` (Base64 VLQ, fields relative to the previous segment's).
+fn first_mapping_per_line(mappings: &str) -> Result<Vec<(usize, usize, usize)>, String> {
+    const BASE64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut state = [0i64; 5]; // generated column, source, source line, source column, name
+    let mut out = Vec::new();
+    for (line, segments) in mappings.split(';').enumerate() {
+        state[0] = 0;
+        let mut first = true;
+        for segment in segments.split(',').filter(|s| !s.is_empty()) {
+            let (mut field, mut value, mut shift) = (0usize, 0i64, 0u32);
+            for c in segment.bytes() {
+                let digit = BASE64.iter().position(|&b| b == c).ok_or(format!("`{}` in mappings", c as char))? as i64;
+                value += (digit & 31) << shift;
+                if digit & 32 != 0 {
+                    shift += 5;
+                    continue;
+                }
+                let delta = if value & 1 == 1 { -(value >> 1) } else { value >> 1 };
+                *state.get_mut(field).ok_or("a segment with more than five fields")? += delta;
+                (field, value, shift) = (field + 1, 0, 0);
+            }
+            if first && field >= 4 {
+                out.push((line, state[1].max(0) as usize, state[2].max(0) as usize));
+                first = false;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What a build depends on besides the plugin's own files: the SDK, the WIT, tools, world and module.
@@ -388,4 +430,18 @@ fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
         }
     }
     newest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_mapping_per_line;
+
+    #[test]
+    fn source_map_lines_come_from_the_first_segment_of_each_line() {
+        // Line 0 → source 0 line 0; line 1 → line 1 (a second segment ignored); line 2 has no
+        // segment; line 3 → back to line 0; line 4 → source 1, line 3.
+        let got = first_mapping_per_line("AAAA;AACA,EAAE;;AADA;ACGA").unwrap();
+        assert_eq!(got, [(0, 0, 0), (1, 0, 1), (3, 0, 0), (4, 1, 3)]);
+        assert_eq!(first_mapping_per_line("AA!A").unwrap_err(), "`!` in mappings");
+    }
 }

@@ -52,6 +52,11 @@ macro_rules! language_tests {
             fn an_exception_fails_the_batch_in_one_line_naming_it_and_where() {
                 super::an_exception(LANG);
             }
+
+            #[test]
+            fn an_instance_whose_memory_wears_out_is_renewed_and_keeps_its_counters() {
+                super::renewed_when_worn(LANG);
+            }
         }
     };
 }
@@ -160,7 +165,9 @@ fn a_memory_hog(lang: Lang) {
 }
 
 fn an_exception(lang: Lang) {
-    let err = hostile(lang, "exception", limits()).unwrap_err();
+    // A wall-time limit far from the call's time: only the loop test is about time.
+    let roomy = PluginLimits { timeout: Duration::from_secs(60), ..limits() };
+    let err = hostile(lang, "exception", roomy.clone()).unwrap_err();
     assert!(matches!(err, PluginError::Rejected { .. }), "{err}");
     let text = err.to_string();
     let error = if lang.dir == "python" { "ZeroDivisionError" } else { "TypeError" };
@@ -169,7 +176,7 @@ fn an_exception(lang: Lang) {
     let at = format!(" (at app.{}:", lang.ext);
     assert!(text.contains(&at) && text.ends_with(", in process)") && !text.contains('\n'), "{text}");
     // The same words as a Rust plugin's error.
-    let err = hostile(lang, "error", limits()).unwrap_err();
+    let err = hostile(lang, "error", roomy).unwrap_err();
     assert_eq!(
         err.to_string(),
         "plugin `hostile`: batch 1 (1 rows): the plugin rejected it: row 0: refusing this batch"
@@ -239,4 +246,27 @@ fn a_js_plugin_without_componentize_js_says_how_to_install_it() {
          needs Node.js; install it with `npm install @bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 \
          apache-arrow@21.2.0`, or pass the built `.wasm` file",
     );
+}
+
+/// componentize-py and componentize-js never free the buffer a call's arguments are written
+/// into, so a Python or JavaScript instance grows by about one input batch per call: many calls
+/// would hit the memory limit. The host replaces such an instance (same config) before that,
+/// keeping its counters; every call's output is right throughout.
+fn renewed_when_worn(lang: Lang) {
+    let limits = PluginLimits { memory: 32 * 1024 * 1024, timeout: Duration::from_secs(30), fuel: None };
+    let plugin = load(lang, "student-trans", limits);
+    let long = "x".repeat(100);
+    let rows: Vec<Vec<Value>> = (0..8192).map(|i| vec![Value::Str(&long), Value::Int(i % 50)]).collect();
+    let input = batch("name VARCHAR(256), age INT", &rows);
+    let mut inst = plugin.transform(&[("prefix".into(), "p_".into())], &input.schema()).unwrap();
+    let calls = 40;
+    for call in 1..=calls {
+        let out = inst.process(&input).unwrap_or_else(|e| panic!("{} call {call}: {e}", lang.dir));
+        let got = lines(&out);
+        assert_eq!(got.len(), 8192);
+        assert_eq!(got[7], format!("+I p_{long} 8"), "{} call {call}", lang.dir);
+    }
+    assert!(inst.renewals() >= 2, "{}: {} renewals, memory {} bytes", lang.dir, inst.renewals(), inst.memory_bytes());
+    assert!(inst.memory_bytes() <= 32 * 1024 * 1024);
+    assert_eq!(inst.counters().get("rows"), Some(&(calls * 8192)), "{}", lang.dir);
 }
