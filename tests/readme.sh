@@ -165,4 +165,4 @@ want=$(grep -o 'pipeline.toml:19: sink (type "doris"): tenant `analytics` may no
 [ -n "$want" ] && grep -qF "$want" <<<"${out//\\\"/\"}" || { echo "$out"; echo "FAILED: the refusal is not the README's" >&2; exit 1; }
 kill -TERM "$serve_pid" && wait "$serve_pid" || { cat "$work/serve.log"; echo "FAILED: sluice serve did not stop cleanly" >&2; exit 1; }
 serve_pid=""
-echo "README quick start, plugin test (Rust and Python), plugin new, sync examples, the MySQL and PostgreSQL mirrors and sluice serve: ok"
+echo "README quick start, plugin test (Rust, Python and JavaScript), plugin new, sync examples, the MySQL and PostgreSQL mirrors and sluice serve: ok"

@@ -50,40 +50,34 @@ if [ ! -x "$tansu_root/bin/tansu" ]; then
 fi
 export SLUICE_TANSU="$tansu_root/bin/tansu"
 
-# Playwright (Python) drives that Chromium; kept in a virtualenv between runs.
+# Test tools live in directories kept between runs; each directory records what was installed in
+# it (`.tools`) and is installed afresh when that list changes.
+install_into() { # dir "tools" install-function
+  local dir=$1 tools=$2 install=$3
+  [ "$(cat "$dir/.tools" 2>/dev/null)" = "$tools" ] && return 0
+  step "$tools ($dir)"
+  rm -rf "$dir"
+  "$install" "$dir" $tools
+  echo "$tools" > "$dir/.tools"
+}
+pip_venv() { local dir=$1; shift; python3 -m venv "$dir" && "$dir/bin/pip" install -q "$@"; }
+npm_dir() { local dir=$1; shift; mkdir -p "$dir" && echo '{"private": true}' > "$dir/package.json" && (cd "$dir" && npm install --no-audit --no-fund --silent "$@"); }
+
+# Playwright (Python) drives that Chromium.
 venv="${SLUICE_VENV:-/var/tmp/sluice-venv}"
-if ! "$venv/bin/python" -c 'import playwright' 2>/dev/null; then
-  step "a virtualenv with Playwright ($venv)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q playwright==1.65.2
-fi
+install_into "$venv" "playwright==1.65.2" pip_venv
 export SLUICE_PLAYWRIGHT_PYTHON="$venv/bin/python"
 
 # Python plugins are built with componentize-py; the Python guest SDK's tests check its Arrow IPC
-# codec against pyarrow. Both live in a virtualenv kept between runs.
+# codec against pyarrow.
 pyvenv="${SLUICE_PY_VENV:-/var/tmp/sluice-py-plugins-venv}"
-py_tools="componentize-py==0.25.1 pyarrow==26.0.1 pytest==9.2.0"
-if [ "$(cat "$pyvenv/.tools" 2>/dev/null)" != "$py_tools" ]; then
-  step "a virtualenv with $py_tools ($pyvenv)"
-  rm -rf "$pyvenv"
-  python3 -m venv "$pyvenv"
-  "$pyvenv/bin/pip" install -q $py_tools
-  echo "$py_tools" > "$pyvenv/.tools"
-fi
+install_into "$pyvenv" "componentize-py==0.25.1 pyarrow==26.0.1 pytest==9.2.0" pip_venv
 export SLUICE_COMPONENTIZE_PY="$pyvenv/bin/componentize-py"
 
 # JavaScript plugins are bundled with esbuild and built with componentize-js; the JavaScript
-# guest SDK's tests run under Node. The npm packages live in a directory kept between runs.
+# guest SDK's tests run under Node.
 jstools="${SLUICE_JS_TOOLS:-/var/tmp/sluice-js-tools}"
-js_tools="@bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 apache-arrow@21.2.0"
-if [ "$(cat "$jstools/.tools" 2>/dev/null)" != "$js_tools" ]; then
-  step "npm packages $js_tools ($jstools)"
-  rm -rf "$jstools"
-  mkdir -p "$jstools"
-  echo '{"private": true}' > "$jstools/package.json"
-  (cd "$jstools" && npm install --no-audit --no-fund --silent $js_tools)
-  echo "$js_tools" > "$jstools/.tools"
-fi
+install_into "$jstools" "@bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 apache-arrow@21.2.0" npm_dir
 export SLUICE_JS_TOOLS="$jstools"
 
 step "cargo fmt --check"

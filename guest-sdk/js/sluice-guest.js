@@ -204,8 +204,9 @@ function kindOf(type) {
 
 const PLAIN_KINDS = ['int8', 'int16', 'int32', 'int64', 'float32', 'float64'];
 
-function isPlain(type) {
-  return PLAIN_KINDS.includes(kindOf(type));
+/** Whether values of this kind are read and written whole from their buffers. */
+function isFast(kind) {
+  return kind === 'utf8' || PLAIN_KINDS.includes(kind);
 }
 
 /** The values of `vector` as an array, nulls as `null`. */
@@ -215,11 +216,12 @@ function valuesOf(vector) {
   for (const data of vector.data) {
     const n = data.length;
     const bitmap = data.nullCount > 0 ? data.nullBitmap : null;
-    if (data.offset !== 0 || !(kindOf(data.type) === 'utf8' || isPlain(data.type))) {
+    const kind = kindOf(data.type);
+    if (data.offset !== 0 || !isFast(kind)) {
       for (const v of new vector.constructor([data])) out[at++] = v;
       continue;
     }
-    if (kindOf(data.type) === 'utf8') {
+    if (kind === 'utf8') {
       const offsets = data.valueOffsets;
       const bytes = data.values.subarray(offsets[0], offsets[n]);
       const text = utf8Decoder.decode(bytes);
@@ -244,7 +246,7 @@ function valuesOf(vector) {
 /** A vector of `type` holding `values` (`null` for null). */
 function vectorOf(values, type) {
   const kind = kindOf(type);
-  if (!(kind === 'utf8' || isPlain(type)) || !Array.isArray(values)) return vectorFromArray(values, type);
+  if (!isFast(kind) || !Array.isArray(values)) return vectorFromArray(values, type);
   const n = values.length;
   let nullCount = 0;
   let bitmap;
@@ -577,7 +579,7 @@ function info(plugin, fallbackName) {
 
 /** The WIT error for what the plugin threw: a `PluginError` keeps its message and row; anything
  * else is named with its type and, when the stack tells, the plugin's file, line and function. */
-export function failed(e) {
+function failed(e) {
   if (e instanceof PluginError) return { payload: { message: e.message, row: e.row } };
   let message = e instanceof Error ? `${e.name}: ${e.message}` : `uncaught ${typeof e}: ${String(e)}`;
   const at = e instanceof Error ? whereThrown(e.stack) : undefined;

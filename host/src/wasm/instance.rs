@@ -368,174 +368,178 @@ pub(crate) fn describe(plugin: &Plugin) -> Result<PluginInfo, PluginError> {
 
 type InitResult = wasmtime::Result<Result<wit::Schema, wit::PluginError>>;
 
-/// Instantiate a plugin and call its `init`, returning the instance, its bindings and the
-/// declared output schema.
-fn start<B>(
-    plugin: &Plugin,
-    config: &[(String, String)],
-    schema: &Schema,
-    instantiate: impl FnOnce(&mut Store<StoreState>, &Component, &Linker<StoreState>) -> wasmtime::Result<B>,
-    init: impl FnOnce(&B, &mut Store<StoreState>, &wit::Config, &wit::Schema) -> InitResult,
-) -> Result<(Instance, B, SchemaRef), PluginError> {
-    let mut inst = Instance::new(plugin);
-    let (component, linker) = (&plugin.inner.component, &plugin.inner.linker);
-    let bindings = inst.call("instantiate", |s| instantiate(s, component, linker))?;
-    let schema =
-        schema_to_wit(schema).map_err(|detail| PluginError::Init { plugin: plugin.name().into(), message: detail })?;
-    let config = config.to_vec();
-    let output = inst
-        .call("init", |s| init(&bindings, s, &config, &schema))?
-        .map_err(|e| PluginError::Init { plugin: plugin.name().into(), message: e.message })?;
-    let output = schema_from_wit(output).map_err(|detail| PluginError::Malformed {
-        plugin: plugin.name().into(),
-        call: "init".into(),
-        detail: format!("output schema: {detail}"),
-    })?;
-    Ok((inst, bindings, output))
+/// The bindings of one of the WIT worlds a plugin instance can be: how to instantiate it and call
+/// its `init`.
+trait World: Sized {
+    fn instantiate(
+        store: &mut Store<StoreState>,
+        component: &Component,
+        linker: &Linker<StoreState>,
+    ) -> wasmtime::Result<Self>;
+    fn init(&self, store: &mut Store<StoreState>, config: &wit::Config, schema: &wit::Schema) -> InitResult;
+}
+
+impl World for TransformBindings {
+    fn instantiate(
+        store: &mut Store<StoreState>,
+        component: &Component,
+        linker: &Linker<StoreState>,
+    ) -> wasmtime::Result<Self> {
+        TransformBindings::instantiate(store, component, linker)
+    }
+    fn init(&self, store: &mut Store<StoreState>, config: &wit::Config, schema: &wit::Schema) -> InitResult {
+        self.sluice_plugin_transformer().call_init(store, config, schema)
+    }
+}
+
+impl World for DecoderBindings {
+    fn instantiate(
+        store: &mut Store<StoreState>,
+        component: &Component,
+        linker: &Linker<StoreState>,
+    ) -> wasmtime::Result<Self> {
+        DecoderBindings::instantiate(store, component, linker)
+    }
+    fn init(&self, store: &mut Store<StoreState>, config: &wit::Config, schema: &wit::Schema) -> InitResult {
+        self.sluice_plugin_event_decoder().call_init(store, config, schema)
+    }
+}
+
+/// An initialised instance of world `B`, with what it takes to replace it by a fresh one when its
+/// memory wears out (see `Instance::worn`).
+struct Live<B> {
+    inst: Instance,
+    bindings: B,
+    output: SchemaRef,
+    batches: u64,
+    config: Vec<(String, String)>,
+    schema: Schema,
+    renewals: u64,
+}
+
+impl<B: World> Live<B> {
+    fn new(plugin: &Plugin, config: &[(String, String)], schema: &Schema) -> Result<Self, PluginError> {
+        let (inst, bindings, output) = Self::start(plugin, config, schema)?;
+        Ok(Self { inst, bindings, output, batches: 0, config: config.to_vec(), schema: schema.clone(), renewals: 0 })
+    }
+
+    /// Instantiate the plugin and call its `init`, returning the instance, its bindings and the
+    /// declared output schema.
+    fn start(
+        plugin: &Plugin,
+        config: &[(String, String)],
+        schema: &Schema,
+    ) -> Result<(Instance, B, SchemaRef), PluginError> {
+        let mut inst = Instance::new(plugin);
+        let (component, linker) = (&plugin.inner.component, &plugin.inner.linker);
+        let bindings = inst.call("instantiate", |s| B::instantiate(s, component, linker))?;
+        let schema = schema_to_wit(schema)
+            .map_err(|detail| PluginError::Init { plugin: plugin.name().into(), message: detail })?;
+        let config = config.to_vec();
+        let output = inst
+            .call("init", |s| bindings.init(s, &config, &schema))?
+            .map_err(|e| PluginError::Init { plugin: plugin.name().into(), message: e.message })?;
+        let output = schema_from_wit(output).map_err(|detail| PluginError::Malformed {
+            plugin: plugin.name().into(),
+            call: "init".into(),
+            detail: format!("output schema: {detail}"),
+        })?;
+        Ok((inst, bindings, output))
+    }
+
+    /// Number the next call (`batch N (<what>)`), after replacing a worn instance by a fresh one
+    /// with the same config, its counters carried over; the fresh one must declare the same output.
+    fn next_call(&mut self, what: std::fmt::Arguments<'_>) -> Result<String, PluginError> {
+        self.batches += 1;
+        let call = format!("batch {} ({what})", self.batches);
+        if !self.inst.worn() {
+            return Ok(call);
+        }
+        let (mut fresh, bindings, output) = Self::start(&self.inst.plugin, &self.config, &self.schema)?;
+        if output != self.output {
+            return Err(PluginError::Init {
+                plugin: self.inst.plugin.name().into(),
+                message: "a fresh instance with the same config declared another output schema".into(),
+            });
+        }
+        fresh.take_counters_of(&self.inst);
+        tracing::debug!(
+            plugin = %self.inst.plugin.name(),
+            memory = self.inst.memory_bytes(),
+            limit = self.inst.plugin.limits().memory,
+            "plugin instance renewed: its memory wore out (a guest runtime that does not free call arguments)"
+        );
+        (self.inst, self.bindings) = (fresh, bindings);
+        self.renewals += 1;
+        Ok(call)
+    }
 }
 
 /// A transform plugin instance: owned by one worker, reused for every batch (replaced by a fresh
 /// one with the same config when its memory wears out, see `Instance::worn`).
-pub struct TransformInstance {
-    inst: Instance,
-    bindings: TransformBindings,
-    output: SchemaRef,
-    batches: u64,
-    config: Vec<(String, String)>,
-    input: Schema,
-    recycled: u64,
-}
+pub struct TransformInstance(Live<TransformBindings>);
 
 impl TransformInstance {
     pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], input: &Schema) -> Result<Self, PluginError> {
-        let (inst, bindings, output) = Self::start(plugin, config, input)?;
-        Ok(Self { inst, bindings, output, batches: 0, config: config.to_vec(), input: input.clone(), recycled: 0 })
-    }
-
-    fn start(
-        plugin: &Plugin,
-        config: &[(String, String)],
-        input: &Schema,
-    ) -> Result<(Instance, TransformBindings, SchemaRef), PluginError> {
-        start(
-            plugin,
-            config,
-            input,
-            |s, component, linker| TransformBindings::instantiate(s, component, linker),
-            |b, s, config, schema| b.sluice_plugin_transformer().call_init(s, config, schema),
-        )
-    }
-
-    /// Replace a worn instance (see `Instance::worn`) by a fresh one, initialised the same way.
-    fn renew_if_worn(&mut self) -> Result<(), PluginError> {
-        if !self.inst.worn() {
-            return Ok(());
-        }
-        let (mut inst, bindings, output) = Self::start(&self.inst.plugin, &self.config, &self.input)?;
-        renewed(&self.inst, &mut inst, &self.output, &output, &mut self.recycled)?;
-        (self.inst, self.bindings) = (inst, bindings);
-        Ok(())
+        Live::new(plugin, config, input).map(Self)
     }
 
     /// How many times the instance was replaced by a fresh one (see `Instance::worn`).
     pub fn renewals(&self) -> u64 {
-        self.recycled
+        self.0.renewals
     }
 
     /// The size of the instance's largest linear memory, in bytes.
     pub fn memory_bytes(&self) -> u64 {
-        self.inst.memory_bytes()
+        self.0.inst.memory_bytes()
     }
 
     /// The schema of the batches this instance produces for the default table.
     pub fn output_schema(&self) -> &SchemaRef {
-        &self.output
+        &self.0.output
     }
 
     /// Transform one batch. On error nothing of this batch may be passed downstream.
     pub fn process(&mut self, batch: &Batch) -> Result<Vec<Batch>, PluginError> {
-        self.batches += 1;
-        let call = format!("batch {} ({} rows)", self.batches, batch.num_rows());
-        let plugin = self.inst.plugin.clone();
+        let live = &mut self.0;
+        let call = live.next_call(format_args!("{} rows", batch.num_rows()))?;
+        let plugin = live.inst.plugin.clone();
         let (table, arrow_ipc, row_kinds) = batch.to_wire().map_err(|e| PluginError::Malformed {
             plugin: plugin.name().into(),
             call: call.clone(),
             detail: format!("input cannot be encoded: {}", e.message),
         })?;
         let input = wit::Batch { table, arrow_ipc, row_kinds };
-        self.renew_if_worn()?;
-        let bindings = &self.bindings;
-        let result = self.inst.call(&call, |s| bindings.sluice_plugin_transformer().call_process(s, &input))?;
+        let bindings = &live.bindings;
+        let result = live.inst.call(&call, |s| bindings.sluice_plugin_transformer().call_process(s, &input))?;
         let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
-        check_output(&plugin, &call, &self.output, batches)
+        check_output(&plugin, &call, &live.output, batches)
     }
 
     /// The plugin's metric counters so far.
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        self.inst.counters()
+        self.0.inst.counters()
     }
 }
 
 /// A decoder plugin instance: owned by one worker, reused for every run of messages (replaced
 /// by a fresh one with the same config when its memory wears out, see `Instance::worn`).
-pub struct DecoderInstance {
-    inst: Instance,
-    bindings: DecoderBindings,
-    output: SchemaRef,
-    batches: u64,
-    config: Vec<(String, String)>,
-    declared: Schema,
-    recycled: u64,
-}
+pub struct DecoderInstance(Live<DecoderBindings>);
 
 impl DecoderInstance {
     pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], declared: &Schema) -> Result<Self, PluginError> {
-        let (inst, bindings, output) = Self::start(plugin, config, declared)?;
-        Ok(Self {
-            inst,
-            bindings,
-            output,
-            batches: 0,
-            config: config.to_vec(),
-            declared: declared.clone(),
-            recycled: 0,
-        })
-    }
-
-    fn start(
-        plugin: &Plugin,
-        config: &[(String, String)],
-        declared: &Schema,
-    ) -> Result<(Instance, DecoderBindings, SchemaRef), PluginError> {
-        start(
-            plugin,
-            config,
-            declared,
-            |s, component, linker| DecoderBindings::instantiate(s, component, linker),
-            |b, s, config, schema| b.sluice_plugin_event_decoder().call_init(s, config, schema),
-        )
-    }
-
-    /// Replace a worn instance (see `Instance::worn`) by a fresh one, initialised the same way.
-    fn renew_if_worn(&mut self) -> Result<(), PluginError> {
-        if !self.inst.worn() {
-            return Ok(());
-        }
-        let (mut inst, bindings, output) = Self::start(&self.inst.plugin, &self.config, &self.declared)?;
-        renewed(&self.inst, &mut inst, &self.output, &output, &mut self.recycled)?;
-        (self.inst, self.bindings) = (inst, bindings);
-        Ok(())
+        Live::new(plugin, config, declared).map(Self)
     }
 
     pub fn output_schema(&self) -> &SchemaRef {
-        &self.output
+        &self.0.output
     }
 
     /// Decode a run of raw messages into batches with row kinds.
     pub fn decode<M: AsRef<[u8]>>(&mut self, messages: &[M]) -> Result<Vec<Batch>, PluginError> {
-        self.batches += 1;
-        let call = format!("batch {} ({} messages)", self.batches, messages.len());
-        let plugin = self.inst.plugin.clone();
+        let live = &mut self.0;
+        let call = live.next_call(format_args!("{} messages", messages.len()))?;
+        let plugin = live.inst.plugin.clone();
         let total: usize = messages.iter().map(|m| m.as_ref().len()).sum();
         let mut data = Vec::with_capacity(total);
         let mut offsets = Vec::with_capacity(messages.len() + 1);
@@ -550,39 +554,13 @@ impl DecoderInstance {
             offsets.push(end);
         }
         let input = wit::Messages { data, offsets };
-        self.renew_if_worn()?;
-        let bindings = &self.bindings;
-        let result = self.inst.call(&call, |s| bindings.sluice_plugin_event_decoder().call_decode(s, &input))?;
+        let bindings = &live.bindings;
+        let result = live.inst.call(&call, |s| bindings.sluice_plugin_event_decoder().call_decode(s, &input))?;
         let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
-        check_output(&plugin, &call, &self.output, batches)
+        check_output(&plugin, &call, &live.output, batches)
     }
 
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        self.inst.counters()
+        self.0.inst.counters()
     }
-}
-
-/// Hand a worn instance's counters to its fresh replacement, which must declare the same output.
-fn renewed(
-    old: &Instance,
-    fresh: &mut Instance,
-    output: &SchemaRef,
-    fresh_output: &SchemaRef,
-    count: &mut u64,
-) -> Result<(), PluginError> {
-    if fresh_output != output {
-        return Err(PluginError::Init {
-            plugin: old.plugin.name().into(),
-            message: "a fresh instance with the same config declared another output schema".into(),
-        });
-    }
-    fresh.take_counters_of(old);
-    *count += 1;
-    tracing::debug!(
-        plugin = %old.plugin.name(),
-        memory = old.memory_bytes(),
-        limit = old.plugin.limits().memory,
-        "plugin instance renewed: its memory wore out (a guest runtime that does not free call arguments)"
-    );
-    Ok(())
 }
