@@ -156,7 +156,7 @@ impl batch::Batch {
 
 /// Everything a plugin author usually needs.
 pub mod prelude {
-    pub use crate::batch::{Batch, BatchBuilder, Row, RowKind, Value};
+    pub use crate::batch::{Batch, BatchBuilder, Row, RowKind, StrOut, Value};
     pub use crate::types::{ColumnDef, DorisType, arrow_schema, parse_columns};
     pub use crate::{Config, Decode, Error, PluginInfo, Result, Transform};
     pub use arrow_array::{self, Array, ArrayRef, RecordBatch};

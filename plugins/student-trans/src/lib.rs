@@ -28,8 +28,11 @@ impl Transform for StudentTrans {
     }
 
     fn process(&mut self, batch: Batch) -> Result<Vec<Batch>> {
-        let names: StringArray =
-            batch.typed::<StringArray>("name")?.iter().map(|n| n.map(|n| format!("{}{n}", self.prefix))).collect();
+        let prefix = &self.prefix;
+        let names = batch.map_str("name", |name, out| {
+            out.push_str(prefix);
+            out.push_str(name);
+        })?;
         let ages: Int32Array =
             batch.typed::<Int32Array>("age")?.iter().map(|a| a.map(|a| a.saturating_add(1))).collect();
         let out = batch.replace_column("name", Arc::new(names))?.replace_column("age", Arc::new(ages))?;
