@@ -1,5 +1,6 @@
 //! The command line: `sluice plugin inspect`, `sluice plugin test`.
 
+mod dlq;
 mod embedded;
 mod plugin;
 mod run;
@@ -45,6 +46,9 @@ enum Command {
     /// Work with plugins (WebAssembly transforms and decoders).
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// The rows a pipeline set aside in its `[dead_letter]` target.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
     /// Mirror a MySQL/MariaDB database into Doris: the Flink connector's CdcTools command, with its
     /// flags.
     MysqlSyncDatabase(sync::SyncArgs),
@@ -120,6 +124,22 @@ struct ServerArgs {
     token_env: String,
 }
 
+/// `sluice dlq …`
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// List the dead letters of a pipeline, oldest first: where and why each row was refused.
+    Show {
+        /// The pipeline file.
+        file: std::path::PathBuf,
+        /// Show at most this many.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// One JSON object per dead letter, as stored.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// The databases `sync-database` mirrors.
 #[derive(Debug, Subcommand)]
 enum SyncDatabase {
@@ -138,6 +158,7 @@ pub fn main() -> ExitCode {
         Command::Run { file, quiet, metrics_addr, .. } => run::run(file, quiet, metrics_addr),
         Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),
+        Command::Dlq(DlqCommand::Show { file, limit, json }) => dlq::show(file, limit, json),
         Command::MysqlSyncDatabase(args) | Command::SyncDatabase(SyncDatabase::Mysql(args)) => {
             sync::run(sync::Origin::Mysql, args, false)
         }

@@ -16,7 +16,10 @@ use crate::runtime::{self, Prepared, RunOptions};
 /// Start the embedded doris-lite when a Doris connection asks for it (`fenodes = "embedded"`):
 /// that connection then points at it, and a missing `jdbc_url` is its MySQL port (for lookups
 /// and `changelog.offset_table`).
-async fn connect(file: &Path, pipeline: &mut PipelineFile) -> anyhow::Result<Option<embedded::EmbeddedDoris>> {
+pub(super) async fn connect(
+    file: &Path,
+    pipeline: &mut PipelineFile,
+) -> anyhow::Result<Option<embedded::EmbeddedDoris>> {
     let data_dir = state_dir_of(file, pipeline).join("doris-lite");
     let Some(doris) = pipeline.embedded_doris_mut() else { return Ok(None) };
     let handle = embedded::EmbeddedDoris::start(data_dir).await?;

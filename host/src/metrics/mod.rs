@@ -111,6 +111,8 @@ pub struct Stats {
     pub rows_read: AtomicU64,
     pub rows_transformed: AtomicU64,
     pub rows_written: AtomicU64,
+    /// Rows set aside in the dead-letter target (committed or not yet).
+    pub dead_letters: AtomicU64,
     pub checkpoints: AtomicU64,
     /// Transactions (or whatever a sink commits) committed.
     pub txns_committed: AtomicU64,
@@ -255,6 +257,7 @@ impl Collector for Pipelines {
                 ("rows_read", "Rows read by the sources.", g(&s.rows_read)),
                 ("rows_transformed", "Rows out of the transforms.", g(&s.rows_transformed)),
                 ("rows_written", "Rows handed to the sinks.", g(&s.rows_written)),
+                ("dead_letters", "Rows set aside in the dead-letter target, with their reasons.", g(&s.dead_letters)),
                 ("checkpoints", "Checkpoints completed.", g(&s.checkpoints)),
                 ("txns_committed", "Stream Load transactions committed.", g(&s.txns_committed)),
                 ("restarts", "Restarts from the last checkpoint after a failure.", g(&s.restarts)),

@@ -150,6 +150,13 @@ pub async fn prepare_in(
         let component = s.config.build(&s.name, &ctx).await.with_context(|| at("sink", s.line))?;
         sinks.push(Named { name: s.name.clone(), component });
     }
+    let dead_letter = match &pipeline.dead_letter {
+        Some(d) => {
+            let component = d.config.build(&d.name, &ctx).await.with_context(|| at("dead_letter", d.line))?;
+            Some(Named { name: d.name.clone(), component })
+        }
+        None => None,
+    };
     let stats = ctx.stats.clone();
     Ok(Prepared {
         file: file.to_path_buf(),
@@ -160,6 +167,7 @@ pub async fn prepare_in(
         source: Named { name: entry.name.clone(), component: source },
         transforms,
         sinks,
+        dead_letter,
         stats,
     })
 }

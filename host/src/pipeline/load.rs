@@ -26,7 +26,12 @@ struct RawFile {
     transform: Vec<Spanned<toml::Table>>,
     #[serde(default)]
     sink: Vec<Spanned<toml::Table>>,
+    #[serde(default)]
+    dead_letter: Option<Spanned<toml::Table>>,
 }
+
+/// The sink types a `[dead_letter]` may be.
+const DEAD_LETTER_TYPES: [&str; 2] = ["doris", "file"];
 
 /// An entry's key at fault (relative to its table) and what is wrong.
 pub type EntryResult<T> = Result<T, (Option<String>, String)>;
@@ -221,11 +226,36 @@ pub fn load_str_with(
     let source = typed_entries(&raw.source, "source", SOURCES, text, &mut entry_error)?;
     let transform = typed_entries(&raw.transform, "transform", TRANSFORMS, text, &mut entry_error)?;
     let sink = typed_entries(&raw.sink, "sink", SINKS, text, &mut entry_error)?;
+    let dead_letter_kinds: Vec<Kind<_>> = SINKS
+        .iter()
+        .filter(|k| DEAD_LETTER_TYPES.contains(&k.name))
+        .map(|k| Kind { name: k.name, read: k.read })
+        .collect();
+    let dead_letter =
+        match typed_entries(raw.dead_letter.as_slice(), "dead_letter", &dead_letter_kinds, text, &mut entry_error)?
+            .pop()
+        {
+            Some((mut entry, span)) => {
+                // Its name is its key in checkpoints.
+                entry.name = "dead_letter".into();
+                if sink.iter().any(|(s, _)| s.name == entry.name) {
+                    return Err(entry_error(
+                        "dead_letter",
+                        &span,
+                        None,
+                        "a [[sink]] is named `dead_letter` too; rename it".into(),
+                    ));
+                }
+                Some((entry, span))
+            }
+            None => None,
+        };
     let spans: Vec<(&str, std::ops::Range<usize>)> = source
         .iter()
         .map(|(_, s)| ("source", s.clone()))
         .chain(transform.iter().map(|(_, s)| ("transform", s.clone())))
         .chain(sink.iter().map(|(_, s)| ("sink", s.clone())))
+        .chain(dead_letter.iter().map(|(_, s)| ("dead_letter", s.clone())))
         .collect();
     let parsed = PipelineFile {
         pipeline: raw.pipeline,
@@ -233,6 +263,7 @@ pub fn load_str_with(
         source: source.into_iter().map(|(e, _)| e).collect(),
         transform: transform.into_iter().map(|(e, _)| e).collect(),
         sink: sink.into_iter().map(|(e, _)| e).collect(),
+        dead_letter: dead_letter.map(|(e, _)| e),
     };
     validate(&parsed).map_err(|(key, message)| error(find_key_line(text, &key), Some(key), message))?;
     let checks = parsed
@@ -240,11 +271,17 @@ pub fn load_str_with(
         .iter()
         .map(|e| e.config.validate(&parsed))
         .chain(parsed.transform.iter().map(|e| e.config.validate(&parsed)))
-        .chain(parsed.sink.iter().map(|e| e.config.validate(&parsed)));
+        .chain(parsed.sink.iter().map(|e| e.config.validate(&parsed)))
+        .chain(parsed.dead_letter.iter().map(|e| e.config.validate(&parsed)));
     for (check, (section, span)) in checks.zip(&spans) {
         let Err((key, message)) = check else { continue };
         // A key of the entry's own table is looked for there; another (`doris.jdbc_url`) in the file.
-        match key.strip_prefix(&format!("{section}.")) {
+        // A dead-letter target is a sink: its keys are the sink's.
+        let own = key.strip_prefix(&format!("{section}.")).or_else(|| match *section {
+            "dead_letter" => key.strip_prefix("sink."),
+            _ => None,
+        });
+        match own {
             Some(own) => return Err(entry_error(section, span, Some(own.to_string()), message)),
             None => return Err(error(find_key_line(text, &key), Some(key), message)),
         }
@@ -527,6 +564,21 @@ cache.ttl = "300s"
         let (_, doris) = p.doris(None).unwrap();
         assert_eq!(doris.request_retries, 3);
         assert!(doris.auto_redirect);
+    }
+
+    #[test]
+    fn a_dead_letter_target_is_a_file_or_a_doris_table_named_by_its_section() {
+        let with = |section: &str| format!("{GOOD}\n{section}");
+        let p = load_str(Path::new("pipeline.toml"), &with("[dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\n"))
+            .unwrap();
+        let d = p.dead_letter.expect("read");
+        assert_eq!((d.kind, d.name.as_str()), ("file", "dead_letter"));
+        let e = err(&with("[dead_letter]\ntype = \"blackhole\"\n"));
+        assert!(e.ends_with("dead_letter.type: expected one of \"doris\", \"file\", got \"blackhole\""), "{e}");
+        let e = err(&with("[dead_letter]\ntype = \"file\"\n"));
+        assert!(e.ends_with("dead_letter: missing required key `path`"), "{e}");
+        let e = err(&with("[dead_letter]\ntype = \"doris\"\ntable = \"nodb\"\n"));
+        assert!(e.contains("dead_letter.table: expected `db.table`, got \"nodb\""), "{e}");
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct PipelineFile {
     pub source: Vec<Entry<dyn SourceConfig>>,
     pub transform: Vec<Entry<dyn TransformConfig>>,
     pub sink: Vec<Entry<dyn SinkConfig>>,
+    /// `[dead_letter]`: where rows go that cannot be delivered (a `doris` or `file` sink).
+    pub dead_letter: Option<Entry<dyn SinkConfig>>,
 }
 
 /// The name of the connection `[doris]` defines.

@@ -30,8 +30,11 @@ pub const TRANSFORMS: &[Kind<dyn TransformConfig>] = &[
 ];
 
 /// The sinks, by `type`.
-pub const SINKS: &[Kind<dyn SinkConfig>] =
-    &[sink::<crate::sinks::doris::DorisSink>("doris"), sink::<crate::sinks::blackhole::BlackholeSink>("blackhole")];
+pub const SINKS: &[Kind<dyn SinkConfig>] = &[
+    sink::<crate::sinks::doris::DorisSink>("doris"),
+    sink::<crate::sinks::blackhole::BlackholeSink>("blackhole"),
+    sink::<crate::sinks::file::FileSink>("file"),
+];
 
 /// A component type: its name in `type = "…"` and how its options are read.
 pub struct Kind<T: ?Sized> {

@@ -13,6 +13,7 @@
 //! is complete. A restart commits the last checkpoint again (commits are idempotent), has each
 //! committer roll back what else it left open, and resumes the readers at their positions.
 
+pub mod dead_letter;
 pub mod event;
 pub mod sink;
 pub mod source;
@@ -118,7 +119,16 @@ pub struct Prepared {
     /// The source's implied transforms first, then the pipeline's.
     pub transforms: Vec<Named<Arc<dyn Transform>>>,
     pub sinks: Vec<Named<Arc<dyn Sink>>>,
+    /// `[dead_letter]`: where rows go that cannot be delivered (see [`dead_letter`]).
+    pub dead_letter: Option<Named<Arc<dyn Sink>>>,
     pub stats: Arc<Stats>,
+}
+
+impl Prepared {
+    /// Every sink, the dead-letter target last: what checkpoints commit.
+    fn all_sinks(&self) -> impl Iterator<Item = &Named<Arc<dyn Sink>>> {
+        self.sinks.iter().chain(self.dead_letter.iter())
+    }
 }
 
 /// Run the pipeline until its sources are exhausted or `stop` turns true. A restartable failure
@@ -170,7 +180,7 @@ async fn blocking<T: Send + 'static>(
 
 /// Commit checkpoint `cp` in every sink (at once); returns the transactions committed.
 async fn commit_sinks(p: &Prepared, cp: &Checkpoint) -> anyhow::Result<u64> {
-    let commits = p.sinks.iter().map(|s| async move {
+    let commits = p.all_sinks().map(|s| async move {
         let committables = cp.sinks.get(&s.name).map(Vec::as_slice).unwrap_or_default();
         s.component.committer().commit(cp.id, committables).await
     });
@@ -205,7 +215,7 @@ async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
         let state = p.state.clone();
         blocking(move || state.write_checkpoint(&done)).await?;
     }
-    for s in &p.sinks {
+    for s in p.all_sinks() {
         let committed = checkpoint.as_ref().and_then(|c| c.sinks.get(&s.name)).map(Vec::as_slice).unwrap_or_default();
         s.component.committer().recover(committed).await?;
     }
@@ -267,7 +277,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
         tasks.spawn(worker::source_task(reader, feed));
         let ctx = WriterContext { worker: w, run, checkpoint: last_id + 1 };
         let mut writers = Vec::new();
-        for s in &p.sinks {
+        for s in p.all_sinks() {
             writers.push(s.component.writer(ctx).await?);
         }
         let restored = transforms
@@ -282,6 +292,11 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             routes: p.sinks.iter().map(|s| s.component.claims().map(str::to_string)).collect(),
             acks: ack_tx.clone(),
             stats: p.stats.clone(),
+            dead_letter: p.dead_letter.as_ref().map(|_| worker::DeadLetters {
+                pipeline: p.name.clone(),
+                letters: Vec::new(),
+                announced: false,
+            }),
         };
         tasks.spawn(worker.run(rx));
     }
@@ -388,8 +403,7 @@ async fn complete_checkpoint(
         }
     }
     let sinks = p
-        .sinks
-        .iter()
+        .all_sinks()
         .enumerate()
         .map(|(i, s)| (s.name.clone(), acks.iter().map(|a| a.committables[i].clone()).collect()))
         .collect();
@@ -416,7 +430,7 @@ async fn complete_checkpoint(
         let state = p.state.clone();
         blocking(move || state.write_checkpoint(&cp)).await?;
     }
-    for s in &p.sinks {
+    for s in p.all_sinks() {
         s.component.committer().on_checkpoint_complete(id).await?;
     }
     enumerator.on_checkpoint_complete(id, &positions).await?;

@@ -67,6 +67,12 @@ pub trait SinkWriter: Send {
     /// committed once the checkpoint is durable (opaque to the runtime).
     async fn prepare_commit(&mut self, checkpoint: u64) -> anyhow::Result<serde_json::Value>;
 
+    /// Rows the sink could not deliver since this was last asked (rows Doris filtered out of
+    /// a load), for the dead-letter target. Asked right after [`SinkWriter::prepare_commit`].
+    fn take_dead_letters(&mut self) -> Vec<super::dead_letter::DeadLetter> {
+        Vec::new()
+    }
+
     /// Whether [`SinkWriter::tick`] should be called regularly.
     fn wants_ticks(&self) -> bool {
         false

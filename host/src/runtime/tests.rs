@@ -204,6 +204,7 @@ fn prepared(dir: &std::path::Path, seen: &Arc<Seen>) -> Prepared {
         source: Named { name: "numbers".into(), component: Arc::new(Numbers) },
         transforms: Vec::new(),
         sinks: vec![Named { name: "memory".into(), component: Arc::new(MemorySink(seen.clone())) }],
+        dead_letter: None,
         stats: Arc::new(crate::metrics::Stats::default()),
     }
 }
@@ -466,6 +467,7 @@ async fn a_schema_change_reaches_the_sink_in_order_and_makes_new_transform_insta
         source: Named { name: "changing".into(), component: Arc::new(Changing) },
         transforms: vec![Named { name: "counting".into(), component: Arc::new(Counting(log.clone())) }],
         sinks: vec![Named { name: "recording".into(), component: Arc::new(Recording(log.clone())) }],
+        dead_letter: None,
         stats: Arc::new(crate::metrics::Stats::default()),
     };
     let report = run_to_end(&p).await.unwrap();
@@ -485,4 +487,79 @@ async fn a_schema_change_reaches_the_sink_in_order_and_makes_new_transform_insta
     // The transform's state is checkpointed per table.
     let cp = p.state.checkpoint().unwrap().unwrap();
     assert_eq!(cp.transforms["counting"], [serde_json::json!({ "app.users": 5 })]);
+}
+
+/// Rejects the first row whose id is a multiple of 7, as a plugin naming a bad row does.
+struct RejectSevens;
+
+impl Transform for RejectSevens {
+    fn instance(
+        &self,
+        _worker: usize,
+        _table: &TableId,
+        input: &SchemaRef,
+        _state: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn TransformInstance>> {
+        Ok(Box::new(RejectSevensInstance(input.clone())))
+    }
+
+    fn describe(&self) -> String {
+        "reject-sevens".into()
+    }
+}
+
+struct RejectSevensInstance(SchemaRef);
+
+#[async_trait]
+impl TransformInstance for RejectSevensInstance {
+    fn output_schema(&self) -> &SchemaRef {
+        &self.0
+    }
+
+    async fn process(&mut self, batch: Batch) -> anyhow::Result<Vec<Batch>> {
+        let ids = batch.data.column(0).as_any().downcast_ref::<Int64Array>().expect("ids");
+        match ids.iter().position(|id| id.is_some_and(|id| id % 7 == 0)) {
+            Some(row) => Err(dead_letter::RowRejected {
+                plugin: "reject-sevens".into(),
+                row,
+                reason: "a multiple of 7".into(),
+                text: format!("plugin `reject-sevens`: row {row}: a multiple of 7"),
+            }
+            .into()),
+            None => Ok(vec![batch]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_a_transform_rejects_are_committed_once_as_dead_letters_and_the_rest_once_in_the_sink() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Seen::default());
+    // A restart in the middle: the rows and dead letters of the interval it cuts are found again.
+    *seen.fail_write_at.lock().unwrap() = Some(451);
+    let dead = crate::sinks::file::JsonLines::open(dir.path().join("dead.jsonl")).unwrap();
+    let path = dead.path().to_path_buf();
+    let mut p = prepared(dir.path(), &seen);
+    p.transforms = vec![Named { name: "reject".into(), component: Arc::new(RejectSevens) }];
+    p.dead_letter = Some(Named { name: "dead_letter".into(), component: Arc::new(dead) });
+    let report = run_to_end(&p).await.unwrap();
+    assert_eq!((report.finished, report.restarts), (true, 1), "{report:?}");
+    let mut kept: Vec<i64> = seen.committed.lock().unwrap().values().flatten().copied().collect();
+    kept.sort_unstable();
+    assert_eq!(kept, (0..ROWS as i64).filter(|id| id % 7 != 0).collect::<Vec<_>>());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut letters: Vec<i64> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!((v["stage"].as_str(), v["reason"].as_str()), (Some("plugin"), Some("a multiple of 7")), "{v}");
+            v["record"]["id"].as_i64().unwrap()
+        })
+        .collect();
+    letters.sort_unstable();
+    assert_eq!(letters, (0..ROWS as i64).filter(|id| id % 7 == 0).collect::<Vec<_>>());
+    assert!(p.stats.dead_letters.load(Ordering::Relaxed) as usize >= letters.len());
+    // The dead letters are the last sink of each checkpoint.
+    let cp = p.state.checkpoint().unwrap().unwrap();
+    assert!(cp.sinks.contains_key("dead_letter"), "{:?}", cp.sinks.keys().collect::<Vec<_>>());
 }

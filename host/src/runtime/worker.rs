@@ -11,6 +11,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
+use super::dead_letter::{self, DeadLetter, Refusal};
 use super::event::{Event, SchemaChange, TableId};
 use super::sink::SinkWriter;
 use super::source::SourceReader;
@@ -208,6 +209,17 @@ pub(super) struct Worker {
     pub routes: Vec<Option<String>>,
     pub acks: mpsc::UnboundedSender<Ack>,
     pub stats: Arc<Stats>,
+    /// Where rows that cannot be delivered go, when the pipeline has a `[dead_letter]`.
+    pub dead_letter: Option<DeadLetters>,
+}
+
+/// The worker's side of the dead-letter target: its writer (the last of `writers`) and the
+/// letters of the current checkpoint interval, written at the barrier.
+pub(super) struct DeadLetters {
+    pub pipeline: String,
+    pub letters: Vec<DeadLetter>,
+    /// Whether the target has been told its columns in this run (a Doris table is created then).
+    pub announced: bool,
 }
 
 /// What a worker does next.
@@ -253,11 +265,13 @@ impl Worker {
                     let chain = chains.get_mut(&table).expect("made above");
                     let Some(at) = chain.concurrent_at() else {
                         let end = chain.instances.len();
-                        let out = run_chain(&mut chain.instances[..end], vec![batch]).await?;
+                        let letters = self.dead_letter.as_mut().map(|d| &mut d.letters);
+                        let out = run_chain(&mut chain.instances[..end], &table, vec![batch], letters).await?;
                         self.write(&table, out).await?;
                         continue;
                     };
-                    let batches = run_chain(&mut chain.instances[..at], vec![batch]).await?;
+                    let letters = self.dead_letter.as_mut().map(|d| &mut d.letters);
+                    let batches = run_chain(&mut chain.instances[..at], &table, vec![batch], letters).await?;
                     let concurrent = chain.instances[at].concurrent().expect("concurrent_at");
                     max_in_flight = concurrent.max_in_flight().max(1);
                     for b in batches {
@@ -277,10 +291,7 @@ impl Worker {
                 Step::Message(Some(Message::Barrier { id, position, exhausted })) => {
                     self.drain(&mut chains, &mut in_flight).await?;
                     let transform_states = self.snapshot(&chains);
-                    let mut committables = Vec::with_capacity(self.writers.len());
-                    for w in &mut self.writers {
-                        committables.push(w.prepare_commit(id).await?);
-                    }
+                    let committables = self.prepare_commits(id).await?;
                     let ack = Ack { worker: self.worker, id, position, exhausted, transform_states, committables };
                     if self.acks.send(ack).is_err() {
                         return Ok(());
@@ -345,8 +356,44 @@ impl Worker {
         batches: Vec<Batch>,
     ) -> anyhow::Result<()> {
         let chain = chains.get_mut(table).context("a batch came back for a table without transforms")?;
-        let out = run_chain(&mut chain.instances[from..], batches).await?;
+        let letters = self.dead_letter.as_mut().map(|d| &mut d.letters);
+        let out = run_chain(&mut chain.instances[from..], table, batches, letters).await?;
         self.write(table, out).await
+    }
+
+    /// The writers that take rows: all but the dead-letter target's.
+    fn row_writers(&self) -> usize {
+        self.writers.len() - usize::from(self.dead_letter.is_some())
+    }
+
+    /// At the barrier of checkpoint `id`: every sink prepares its commit, then the dead-letter
+    /// target takes the letters of the interval (those the sinks found while preparing too)
+    /// and prepares its own. One committable per writer.
+    async fn prepare_commits(&mut self, id: u64) -> anyhow::Result<Vec<serde_json::Value>> {
+        let rows = self.row_writers();
+        let mut committables = Vec::with_capacity(self.writers.len());
+        for w in &mut self.writers[..rows] {
+            committables.push(w.prepare_commit(id).await?);
+        }
+        let Some(dl) = self.dead_letter.as_mut() else { return Ok(committables) };
+        for w in &mut self.writers[..rows] {
+            dl.letters.extend(w.take_dead_letters());
+        }
+        let letters = std::mem::take(&mut dl.letters);
+        let target = self.writers.last_mut().expect("the dead-letter writer");
+        if !letters.is_empty() {
+            self.stats.dead_letters.fetch_add(letters.len() as u64, Ordering::Relaxed);
+            let time = dead_letter::now_micros();
+            let stamp = dead_letter::Stamp { pipeline: &dl.pipeline, checkpoint: id, worker: self.worker, time };
+            let batch = dead_letter::to_batch(&letters, &stamp)?;
+            let table = TableId::new(dead_letter::TABLE);
+            if !std::mem::replace(&mut dl.announced, true) {
+                target.schema_change(&SchemaChange::announce(&table, batch.schema(), Vec::new())).await?;
+            }
+            target.write(&table, &batch).await?;
+        }
+        committables.push(target.prepare_commit(id).await?);
+        Ok(committables)
     }
 
     /// The sink of a batch routed to `target`: the one that claims it, else the first.
@@ -357,26 +404,74 @@ impl Worker {
     async fn write(&mut self, table: &TableId, batches: Vec<Batch>) -> anyhow::Result<()> {
         let rows: usize = batches.iter().map(Batch::num_rows).sum();
         self.stats.rows_transformed.fetch_add(rows as u64, Ordering::Relaxed);
+        let mut refused = 0;
         for b in &batches {
             let sink = self.route(b.table.as_deref());
-            self.writers[sink].write(table, b).await?;
+            let Err(e) = self.writers[sink].write(table, b).await else { continue };
+            // A sink that refuses a batch's table: with a dead-letter target, its rows go there.
+            let (Some(dl), Some(why)) = (self.dead_letter.as_mut(), dead_letter::refused_batch(&e)) else {
+                return Err(e);
+            };
+            let reason = why.reason.clone();
+            dl.letters
+                .extend((0..b.num_rows()).map(|r| dead_letter::letter(table.as_str(), b, r, Refusal::Route, &reason)));
+            refused += b.num_rows();
         }
-        self.stats.rows_written.fetch_add(rows as u64, Ordering::Relaxed);
+        self.stats.rows_written.fetch_add((rows - refused) as u64, Ordering::Relaxed);
         Ok(())
     }
 }
 
-/// `batches` through `instances`, one after another.
+/// `batches` of `table` through `instances`, one after another. With `letters` (a dead-letter
+/// target), a row a plugin rejects is set aside there and the rest of its batch goes on.
 async fn run_chain(
     instances: &mut [Box<dyn TransformInstance>],
+    table: &TableId,
     mut batches: Vec<Batch>,
+    mut letters: Option<&mut Vec<DeadLetter>>,
 ) -> anyhow::Result<Vec<Batch>> {
     for t in instances {
         let mut next = Vec::with_capacity(batches.len());
         for b in batches {
-            next.extend(t.process(b).await?);
+            match letters.as_deref_mut() {
+                Some(letters) => process_setting_aside(t.as_mut(), table, b, letters, &mut next).await?,
+                None => next.extend(t.process(b).await?),
+            }
         }
         batches = next;
     }
     Ok(batches)
+}
+
+/// `batch` through `t`; each row it rejects becomes a dead letter, and the rows before and after
+/// it are tried again (in order) without it. A plugin that stops at its first bad row is called
+/// about twice per rejected row.
+async fn process_setting_aside(
+    t: &mut dyn TransformInstance,
+    table: &TableId,
+    batch: Batch,
+    letters: &mut Vec<DeadLetter>,
+    out: &mut Vec<Batch>,
+) -> anyhow::Result<()> {
+    let mut todo = vec![batch];
+    while let Some(b) = todo.pop() {
+        let n = b.num_rows();
+        let e = match t.process(b.clone()).await {
+            Ok(batches) => {
+                out.extend(batches);
+                continue;
+            }
+            Err(e) => e,
+        };
+        let Some(rejected) = dead_letter::rejected_row(&e, n) else { return Err(e) };
+        let (row, plugin) = (rejected.row, rejected.plugin.clone());
+        letters.push(dead_letter::letter(table.as_str(), &b, row, Refusal::Plugin { plugin }, &rejected.reason));
+        if row + 1 < n {
+            todo.push(dead_letter::slice(&b, row + 1, n - row - 1));
+        }
+        if row > 0 {
+            todo.push(dead_letter::slice(&b, 0, row));
+        }
+    }
+    Ok(())
 }

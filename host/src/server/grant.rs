@@ -90,6 +90,9 @@ pub fn check(
     for e in &p.sink {
         entries.push(("sink", e.kind, e.line, e.config.reach(p)));
     }
+    if let Some(e) = &p.dead_letter {
+        entries.push(("dead_letter", e.kind, e.line, e.config.reach(p)));
+    }
     for (section, kind, line, reach) in entries {
         let at = at(section, kind, line);
         let reach = match reach {
@@ -115,8 +118,9 @@ pub fn check(
             }
         }
         for f in &reach.files {
+            let verb = if section == "source" { "reads" } else { "writes" };
             refused.push(Refusal(format!(
-                "{at}: reads the server's file {f:?}; tenants read only through the connections they are granted"
+                "{at}: {verb} the server's file {f:?}; tenants read and write only through the connections they are granted"
             )));
         }
         for plugin in &reach.plugins {

@@ -3,3 +3,4 @@
 
 pub mod blackhole;
 pub mod doris;
+pub mod file;

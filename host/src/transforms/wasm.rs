@@ -12,8 +12,9 @@ use serde::Deserialize;
 
 use crate::Batch;
 use crate::pipeline::{BuildContext, Checked, PipelineFile, TransformConfig};
+use crate::runtime::dead_letter::RowRejected;
 use crate::runtime::{TableId, Transform, TransformInstance};
-use crate::wasm::{CpuBudget, Plugin, PluginKind, PluginLimits};
+use crate::wasm::{CpuBudget, Plugin, PluginError, PluginKind, PluginLimits};
 
 /// `type = "wasm"`: the options.
 #[derive(Debug, Clone, Deserialize)]
@@ -180,7 +181,7 @@ impl TransformInstance for WasmInstance {
 
     async fn process(&mut self, batch: Batch) -> anyhow::Result<Vec<Batch>> {
         let _turn = self.1.turn().await;
-        Ok(tokio::task::block_in_place(|| self.0.process(&batch))?)
+        tokio::task::block_in_place(|| self.0.process(&batch)).map_err(PluginError::into_anyhow)
     }
 }
 
@@ -253,12 +254,20 @@ impl TransformInstance for DecoderInstance {
         let decoded = tokio::task::block_in_place(|| self.instance.decode(&messages));
         drop(turn);
         decoded.map_err(|e| {
-            let text = e.to_string();
-            // `…: row N: …` names the message; say where it came from.
-            let row = text.split("row ").nth(1).and_then(|r| r.split(':').next()).and_then(|n| n.parse::<usize>().ok());
-            match row.and_then(|r| self.origin(&batch, r)) {
-                Some(origin) => anyhow::anyhow!("{text} (the message at {origin})"),
-                None => anyhow::anyhow!(text),
+            // A rejected message: say where it came from.
+            let origin = match &e {
+                PluginError::Rejected { row: Some(r), .. } => self.origin(&batch, *r as usize),
+                _ => None,
+            };
+            match (e.into_anyhow(), origin) {
+                (e, None) => e,
+                (e, Some(origin)) => match e.downcast::<RowRejected>() {
+                    Ok(mut r) => {
+                        r.text = format!("{} (the message at {origin})", r.text);
+                        r.into()
+                    }
+                    Err(e) => anyhow::anyhow!("{e} (the message at {origin})"),
+                },
             }
         })
     }

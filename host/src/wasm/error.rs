@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::runtime::dead_letter::RowRejected;
+
 /// Why loading or running a plugin failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
@@ -81,12 +83,26 @@ pub enum PluginError {
     #[error("plugin `{plugin}`: {call}: trapped: {detail}")]
     Trap { plugin: String, call: String, detail: String },
 
-    #[error("plugin `{plugin}`: {call}: the plugin rejected it: {message}")]
-    Rejected { plugin: String, call: String, message: String },
+    #[error("plugin `{plugin}`: {call}: the plugin rejected it: {}{message}", .row.map(|r| format!("row {r}: ")).unwrap_or_default())]
+    Rejected { plugin: String, call: String, row: Option<u32>, message: String },
 
     #[error("plugin `{plugin}`: {call}: returned malformed output: {detail}; nothing of this batch was passed on")]
     Malformed { plugin: String, call: String, detail: String },
 
     #[error("plugin `{plugin}`: the instance failed earlier and cannot run more batches")]
     Poisoned { plugin: String },
+}
+
+impl PluginError {
+    /// A rejection of one input row (or message) becomes [`RowRejected`], which a pipeline with
+    /// a dead-letter target sets aside; anything else stays as it is.
+    pub fn into_anyhow(self) -> anyhow::Error {
+        match self {
+            PluginError::Rejected { ref plugin, row: Some(row), ref message, .. } => {
+                let (plugin, reason) = (plugin.clone(), message.clone());
+                RowRejected { plugin, row: row as usize, reason, text: self.to_string() }.into()
+            }
+            other => other.into(),
+        }
+    }
 }

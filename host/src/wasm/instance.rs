@@ -301,11 +301,7 @@ fn info_from_wit(info: wit::PluginInfo) -> PluginInfo {
 }
 
 fn rejected(plugin: &Plugin, call: &str, e: wit::PluginError) -> PluginError {
-    let message = match e.row {
-        Some(row) => format!("row {row}: {}", e.message),
-        None => e.message,
-    };
-    PluginError::Rejected { plugin: plugin.name().to_string(), call: call.to_string(), message }
+    PluginError::Rejected { plugin: plugin.name().to_string(), call: call.to_string(), row: e.row, message: e.message }
 }
 
 /// Decode and check what a plugin returned: well-formed Arrow, sane row kinds, and for the default

@@ -2,19 +2,12 @@
 //! one sink, named connections, pipelines without Doris, FE failover, and a source that restarts
 //! from its checkpoint when Doris goes away for a while.
 
-use std::path::Path;
 use std::time::Duration;
 
-use sluice::runtime::{self, RunOptions, RunReport};
+use sluice::runtime::{self, RunOptions};
 use tokio::sync::watch;
 
-use crate::common::{Doris, pipeline_file, plugin_wasm};
-
-async fn run(path: &Path) -> anyhow::Result<RunReport> {
-    let prepared = sluice::pipeline::prepare(path, sluice::pipeline::load_file(path)?).await?;
-    let (_stop, rx) = watch::channel(false);
-    runtime::run(&prepared, &RunOptions { quiet: true, status_interval: None, ..Default::default() }, rx).await
-}
+use crate::common::{Doris, pipeline_file, plugin_wasm, run_file as run};
 
 fn datagen(rows: u64) -> String {
     format!(

@@ -143,6 +143,14 @@ impl Doris {
     }
 }
 
+/// Run the pipeline file at `path` in this process until its sources are exhausted.
+pub async fn run_file(path: &std::path::Path) -> anyhow::Result<sluice::runtime::RunReport> {
+    let prepared = sluice::pipeline::prepare(path, sluice::pipeline::load_file(path)?).await?;
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    let opts = sluice::runtime::RunOptions { quiet: true, status_interval: None, ..Default::default() };
+    sluice::runtime::run(&prepared, &opts, rx).await
+}
+
 /// Write `text` as `pipeline.toml` in `dir`.
 pub fn pipeline_file(dir: &std::path::Path, text: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();

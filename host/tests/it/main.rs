@@ -4,6 +4,7 @@
 mod architecture;
 mod cli;
 mod common;
+mod dead_letter;
 mod decoders;
 mod doris_client;
 mod doris_source;

@@ -321,7 +321,7 @@ async fn tokens_grants_and_quotas_are_checked_at_the_door() {
     let (st, v) = s.submit(ALPHA, file).await;
     assert_eq!(st, 403);
     assert!(
-        refused(&v).contains("pipeline.toml:3: source (type \"file\"): reads the server's file \"/etc/passwd\"; tenants read only through the connections they are granted"),
+        refused(&v).contains("pipeline.toml:3: source (type \"file\"): reads the server's file \"/etc/passwd\"; tenants read and write only through the connections they are granted"),
         "{v}"
     );
     let path_plugin = datagen(

@@ -18,6 +18,7 @@ use crate::Batch;
 use crate::doris::DorisConnection;
 use crate::metrics::{Metric, MetricSource};
 use crate::pipeline::{BuildContext, ByteSize, Checked, Duration, PipelineFile, SinkConfig};
+use crate::runtime::dead_letter::BatchRefused;
 use crate::runtime::{Alter, Committer, SchemaChange, Sink, SinkWriter, TableId, WriterContext};
 use committer::DorisCommitter;
 use writer::{DorisWriter, SinkMetrics, SinkSettings, from_doris};
@@ -271,6 +272,8 @@ impl SinkConfig for DorisSink {
         let mut settings = SinkSettings::new(self, &ctx.default_label_prefix(), conn.section.request_read_timeout.0)
             .map_err(|(key, msg)| anyhow::anyhow!("{key}: {msg}"))?;
         settings.load_permits = ctx.confinement.as_ref().and_then(|c| c.loads.clone());
+        // Rows Doris filters go to the pipeline's dead-letter target (not its own, if it is this).
+        settings.dead_letters = ctx.pipeline.dead_letter.is_some() && name != "dead_letter";
         let journal = Arc::new(ctx.state.journal(name)?);
         let metrics = Arc::new(DorisSinkMetrics { sink: name.to_string(), ..Default::default() });
         let _ = metrics.loads.durations.set(ctx.stats.timings.load.clone());
@@ -499,10 +502,10 @@ impl DorisSinkWriter {
             false => format!("{}.{target}", self.writer.default_target().split('.').next().unwrap_or_default()),
         };
         match &self.confinement {
-            Some(c) if !(c.may_write)(&full) => anyhow::bail!(
+            Some(c) if !(c.may_write)(&full) => Err(BatchRefused::error(format!(
                 "rows of `{from}` go to `{full}`, which tenant `{}` may not write; the batch is not written (ask for a grant, or route them to a table you are granted)",
                 c.tenant
-            ),
+            ))),
             _ => Ok(()),
         }
     }
@@ -615,6 +618,10 @@ impl SinkWriter for DorisSinkWriter {
 
     async fn prepare_commit(&mut self, _checkpoint: u64) -> anyhow::Result<serde_json::Value> {
         Ok(serde_json::to_value(self.writer.prepare_commit().await?)?)
+    }
+
+    fn take_dead_letters(&mut self) -> Vec<crate::runtime::dead_letter::DeadLetter> {
+        self.writer.take_letters()
     }
 
     fn wants_ticks(&self) -> bool {

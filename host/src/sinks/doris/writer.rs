@@ -34,6 +34,7 @@ use super::committer::{LabelEntry, Txn};
 use crate::doris::DorisError;
 use crate::doris::fe::{FeClient, LoadResponse, LoadStatus, TableInfo};
 use crate::doris::format::{BodyEncoder, BodyFormat, DELETE_SIGN};
+use crate::runtime::dead_letter::{self, BatchRefused, DeadLetter, Refusal};
 use crate::runtime::{Restartable, is_restartable};
 use crate::state::Journal;
 use crate::{Batch, RowKind};
@@ -86,6 +87,8 @@ pub struct SinkSettings {
     pub max_open_loads: usize,
     /// Stream Loads open at once across the writers of a `sluice serve` tenant.
     pub load_permits: Option<Arc<tokio::sync::Semaphore>>,
+    /// The pipeline has a dead-letter target: rows Doris filters out of a load go there.
+    pub dead_letters: bool,
 }
 
 /// The label grammar of Doris: `^[-_A-Za-z0-9:]{1,128}$`.
@@ -175,6 +178,7 @@ impl SinkSettings {
             read_timeout,
             max_open_loads: cfg.max_open_loads.max(1) as usize,
             load_permits: None,
+            dead_letters: false,
         })
     }
 
@@ -272,6 +276,9 @@ struct OpenLoad {
     gz: Option<GzEncoder<Vec<u8>>>,
     encoder: BodyEncoder,
     with_sign: bool,
+    /// With 2PC and a dead-letter target: the rows sent, so that rows Doris filters out can be
+    /// found (see [`DorisWriter::set_aside`]).
+    sent: Option<Vec<(arrow::record_batch::RecordBatch, Vec<u8>)>>,
 }
 
 /// Rows waiting for a batch-mode flush.
@@ -322,6 +329,8 @@ pub struct DorisWriter {
     /// Batch-mode loads in flight.
     flushing: JoinSet<anyhow::Result<()>>,
     batch_seq: u64,
+    /// Rows Doris filtered out of this interval's loads, for the dead-letter target.
+    letters: Vec<DeadLetter>,
 }
 
 impl DorisWriter {
@@ -345,6 +354,7 @@ impl DorisWriter {
             precommitted: Vec::new(),
             flushing: JoinSet::new(),
             batch_seq: 0,
+            letters: Vec::new(),
         }
     }
 
@@ -354,7 +364,11 @@ impl DorisWriter {
                 Some((d, t)) => (d.to_string(), t.to_string()),
                 None => (self.settings.default_db.clone(), target.to_string()),
             };
-            let info = self.client.table_info(&db, &table).await.map_err(from_doris)?;
+            let info = self.client.table_info(&db, &table).await.map_err(|e| match e {
+                // Rows routed to a table that is not there.
+                DorisError::Table { .. } => BatchRefused::error(e.to_string()),
+                e => from_doris(e),
+            })?;
             let ts = TableState {
                 db,
                 table,
@@ -391,10 +405,176 @@ impl DorisWriter {
         let Some(open) = ts.open.take() else { return Ok(()) };
         let (db, table) = (ts.db.clone(), ts.table.clone());
         self.sync_journal().await?;
-        if let Some(txn) = finish_load(&self.client, &self.metrics, &settings, &db, &table, open).await? {
-            self.precommitted.push(txn);
+        self.finish(target, &db, &table, open, &settings).await
+    }
+
+    /// End `open`'s body and settle its reply: its transaction joins the checkpoint's, unless
+    /// Doris filtered rows out of it and they can be set aside.
+    async fn finish(
+        &mut self,
+        target: &str,
+        db: &str,
+        table: &str,
+        mut open: OpenLoad,
+        settings: &SinkSettings,
+    ) -> anyhow::Result<()> {
+        let sent = open.sent.take();
+        let with_sign = open.with_sign;
+        let mut done = finish_load(&self.client, &self.metrics, settings, db, table, open).await?;
+        match (done.txn.take(), sent) {
+            (Some(txn), Some(sent)) if done.filtered > 0 => self.set_aside(target, txn, sent, with_sign).await,
+            (txn, _) => {
+                if done.filtered > 0 && settings.dead_letters {
+                    self.letters_from_log(db, table, &done).await;
+                }
+                self.precommitted.extend(txn);
+                Ok(())
+            }
+        }
+    }
+
+    /// Doris filtered rows out of the pre-committed load `txn`, whose rows were `sent`: abort
+    /// it and load the rows again in halves, each with `max_filter_ratio: 0`, so that a part
+    /// with a bad row fails as a whole; parts that load are pre-committed (their transactions
+    /// join the checkpoint's), a part of one bad row is a dead letter with Doris' reason. About
+    /// 2 × log2(rows / bad rows) loads per bad row, and none unless Doris filtered something.
+    async fn set_aside(
+        &mut self,
+        target: &str,
+        txn: Txn,
+        sent: Vec<(arrow::record_batch::RecordBatch, Vec<u8>)>,
+        with_sign: bool,
+    ) -> anyhow::Result<()> {
+        self.client.abort(&txn.db, txn.txn_id).await.map_err(from_doris)?;
+        let Some(schema) = sent.first().map(|(b, _)| b.schema()) else { return Ok(()) };
+        let rows = arrow::compute::concat_batches(&schema, sent.iter().map(|(b, _)| b))?;
+        let signs: Vec<u8> = sent.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+        drop(sent);
+        let mut todo = vec![(0, rows.num_rows())];
+        while let Some((at, len)) = todo.pop() {
+            let part = rows.slice(at, len);
+            match self.part_load(target, &part, &signs[at..at + len], with_sign).await? {
+                Part::Loaded(txn) => self.precommitted.push(txn),
+                Part::Refused { label, reason } if len == 1 => {
+                    let kind = if signs[at] == 1 { RowKind::Delete } else { RowKind::Insert };
+                    let one = Batch { table: None, data: part, row_kinds: vec![kind] };
+                    let (db, table) = (&txn.db, &txn.table);
+                    let refusal = Refusal::Doris { label };
+                    self.letters.push(dead_letter::letter(&format!("{db}.{table}"), &one, 0, refusal, reason));
+                }
+                Part::Refused { .. } => {
+                    let half = len / 2;
+                    todo.push((at + half, len - half));
+                    todo.push((at, half));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Load `rows` of `target` alone, pre-committed, refusing any bad row.
+    async fn part_load(
+        &mut self,
+        target: &str,
+        rows: &arrow::record_batch::RecordBatch,
+        signs: &[u8],
+        with_sign: bool,
+    ) -> anyhow::Result<Part> {
+        let settings = self.settings.clone();
+        let ts = self.tables.get_mut(target).expect("a table with a load");
+        let label = settings.label(&ts.db, &ts.table, self.worker, self.checkpoint, self.run, ts.seq);
+        ts.seq += 1;
+        let (db, table) = (ts.db.clone(), ts.table.clone());
+        let entry = LabelEntry {
+            db: db.clone(),
+            table: table.clone(),
+            label: label.clone(),
+            checkpoint: self.checkpoint,
+            run: self.run,
+        };
+        self.journal.append(&entry).map_err(|e| fatal(e.to_string()))?;
+        self.sync_journal().await?;
+        let columns: Vec<String> = rows.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let mut headers = load_headers(&settings, Some(&label), &columns, with_sign, true);
+        headers.retain(|(k, _)| !k.eq_ignore_ascii_case("max_filter_ratio"));
+        headers.push(("max_filter_ratio".into(), "0".into()));
+        let mut body = Vec::new();
+        let mut encoder = BodyEncoder::new(settings.format.clone());
+        encoder.write(rows, with_sign.then_some(signs), &mut body).map_err(fatal)?;
+        encoder.finish(&mut body).map_err(fatal)?;
+        let body = if settings.gzip { gzip(&body)? } else { body };
+        let timeout = settings.read_timeout + Duration::from_secs(body.len() as u64 / (1 << 20));
+        let reply = self
+            .client
+            .load(&db, &table, &headers, reqwest::Body::from(body), Some(timeout))
+            .await
+            .map_err(from_doris)?;
+        if reply.is_success() && reply.number_filtered_rows == 0 {
+            if reply.two_phase_commit.as_deref() != Some("true") {
+                return Err(fatal(format!(
+                    "stream load of `{db}.{table}` (label `{label}`) was not pre-committed although `two_phase_commit: true` was sent"
+                )));
+            }
+            return Ok(Part::Loaded(Txn { db, table, label: reply.label, txn_id: reply.txn_id }));
+        }
+        if reply.is_success() {
+            // Filtered although `max_filter_ratio` is 0: not Doris as documented; do not keep it.
+            self.client.abort(&db, reply.txn_id).await.map_err(from_doris)?;
+        } else if !is_data_quality(&reply) {
+            return Err(load_failure(&self.client, &db, &table, &reply).await);
+        }
+        let reason = match reply.error_url.as_deref().filter(|u| !u.is_empty()) {
+            Some(url) => self.client.error_log(url, 1).await,
+            None => String::new(),
+        };
+        let reason = log_reason(&reason).unwrap_or(reply.message.as_str()).to_string();
+        Ok(Part::Refused { label, reason })
+    }
+
+    /// Without 2PC the load is committed already: set aside the rows its error log shows (as
+    /// the lines Doris logged), and say how many more it filtered than it logged.
+    async fn letters_from_log(&mut self, db: &str, table: &str, done: &Finished) {
+        let target = format!("{db}.{table}");
+        let refusal = Refusal::Doris { label: done.label.clone() };
+        let log = match done.error_url.as_deref().filter(|u| !u.is_empty()) {
+            Some(url) => self.client.error_log(url, usize::MAX).await,
+            None => String::new(),
+        };
+        let mut logged = 0u64;
+        for line in log.lines().filter(|l| !l.trim().is_empty()) {
+            logged += 1;
+            let reason = log_reason(line).unwrap_or(line).to_string();
+            let src = line
+                .split_once(". src line [")
+                .or_else(|| line.split_once(". Row: "))
+                .map(|(_, s)| s.trim_end().trim_end_matches(';').trim_end().trim_end_matches(']').to_string());
+            let row = [("src_line".to_string(), src.map_or(serde_json::Value::Null, Into::into))].into_iter().collect();
+            self.letters.push(DeadLetter {
+                table: target.clone(),
+                refusal: refusal.clone(),
+                reason,
+                row,
+                kind: String::new(),
+            });
+        }
+        if done.filtered > logged {
+            let reason = format!(
+                "Doris filtered {} rows of this load and its error log shows {logged}; the others cannot be named without two-phase commit (`enable_2pc = true`)",
+                done.filtered
+            );
+            self.letters.push(DeadLetter {
+                table: target,
+                refusal,
+                reason,
+                row: Default::default(),
+                kind: String::new(),
+            });
+        }
+    }
+
+    /// The rows Doris filtered out since the last call.
+    pub fn take_letters(&mut self) -> Vec<DeadLetter> {
+        std::mem::take(&mut self.letters)
     }
 
     /// Before a load is opened: at `max_open_loads`, end the least recently written one.
@@ -439,9 +619,11 @@ impl DorisWriter {
         }
         let ts = self.tables.get_mut(&target).expect("looked up above");
         let open = ts.open.as_mut().expect("opened above");
-        let signs = open.with_sign.then_some(signs.as_slice());
         let mut encoded = Vec::new();
-        open.encoder.write(&data, signs, &mut encoded).map_err(fatal)?;
+        open.encoder.write(&data, open.with_sign.then_some(signs.as_slice()), &mut encoded).map_err(fatal)?;
+        if let Some(sent) = open.sent.as_mut() {
+            sent.push((data, signs));
+        }
         match &mut open.gz {
             Some(gz) => {
                 gz.write_all(&encoded)?;
@@ -505,6 +687,7 @@ impl DorisWriter {
             let _permit = permit;
             client.load(&db, &table, &headers, body, None).await
         });
+        let keep_rows = settings.dead_letters && settings.two_phase && label.is_some();
         ts.open = Some(OpenLoad {
             label,
             tx,
@@ -514,6 +697,7 @@ impl DorisWriter {
             gz: settings.gzip.then(|| GzEncoder::new(Vec::new(), flate2::Compression::fast())),
             encoder: BodyEncoder::new(settings.format.clone()),
             with_sign,
+            sent: keep_rows.then(Vec::new),
         });
         Ok(())
     }
@@ -611,13 +795,12 @@ impl DorisWriter {
                 continue;
             }
             let ts = self.tables.get_mut(target).expect("listed above");
-            ts.seq = 0;
             if let Some(open) = ts.open.take() {
                 let (db, table) = (ts.db.clone(), ts.table.clone());
-                if let Some(txn) = finish_load(&self.client, &self.metrics, &settings, &db, &table, open).await? {
-                    self.precommitted.push(txn);
-                }
+                self.finish(target, &db, &table, open, &settings).await?;
             }
+            // Labels count from 0 again in the next checkpoint.
+            self.tables.get_mut(target).expect("listed above").seq = 0;
         }
         while let Some(done) = self.flushing.join_next().await {
             done??;
@@ -748,7 +931,36 @@ async fn send_chunk(
     }
 }
 
-/// End a streaming load's body and read its reply; with 2PC return its transaction.
+/// A streaming load that Doris answered.
+struct Finished {
+    label: String,
+    /// With 2PC: its pre-committed transaction.
+    txn: Option<Txn>,
+    /// Rows Doris filtered out of it (`NumberFilteredRows`).
+    filtered: u64,
+    error_url: Option<String>,
+}
+
+/// How a part of a load's rows fared alone (see [`DorisWriter::set_aside`]).
+enum Part {
+    Loaded(Txn),
+    Refused { label: String, reason: String },
+}
+
+/// Whether Doris failed a load for its rows (`[DATA_QUALITY_ERROR]too many filtered rows`).
+fn is_data_quality(reply: &LoadResponse) -> bool {
+    reply.message.contains("too many filtered rows") || reply.message.contains("DATA_QUALITY")
+}
+
+/// The reason of an error log line (`Reason: <reason>. src line [<row>]; `, or in newer Doris
+/// `Error: <reason>. Row: <row>`).
+fn log_reason(line: &str) -> Option<&str> {
+    let line = line.lines().next()?.trim();
+    let rest = line.strip_prefix("Reason: ").or_else(|| line.strip_prefix("Error: "))?;
+    Some(rest.split_once(". src line [").or_else(|| rest.split_once(". Row: ")).map_or(rest, |(r, _)| r).trim())
+}
+
+/// End a streaming load's body and read its reply.
 async fn finish_load(
     client: &FeClient,
     metrics: &SinkMetrics,
@@ -756,7 +968,7 @@ async fn finish_load(
     db: &str,
     table: &str,
     mut open: OpenLoad,
-) -> anyhow::Result<Option<Txn>> {
+) -> anyhow::Result<Finished> {
     if let Some(gz) = open.gz.take() {
         let mut tail = gz.finish()?;
         open.buf.append(&mut tail);
@@ -798,15 +1010,22 @@ async fn finish_load(
             "Doris filtered rows of a load"
         );
     }
+    let mut done = Finished {
+        label: reply.label.clone(),
+        txn: None,
+        filtered: reply.number_filtered_rows.max(0) as u64,
+        error_url: reply.error_url.clone(),
+    };
     if !settings.two_phase {
-        return Ok(None);
+        return Ok(done);
     }
     if reply.two_phase_commit.as_deref() != Some("true") {
         return Err(fatal(format!(
             "stream load of `{db}.{table}` (label `{label}`) was not pre-committed although `two_phase_commit: true` was sent"
         )));
     }
-    Ok(Some(Txn { db: db.into(), table: table.into(), label: reply.label, txn_id: reply.txn_id }))
+    done.txn = Some(Txn { db: db.into(), table: table.into(), label: reply.label, txn_id: reply.txn_id });
+    Ok(done)
 }
 
 /// A failed load as an error with Doris' `Status`, `Message` and the first lines of its error log.
@@ -819,7 +1038,7 @@ async fn load_failure(client: &FeClient, db: &str, table: &str, reply: &LoadResp
         _ => String::new(),
     };
     // Rows that Doris refuses are refused again on a retry.
-    let data_quality = reply.message.contains("too many filtered rows") || reply.message.contains("DATA_QUALITY");
+    let data_quality = is_data_quality(reply);
     let e = DorisError::LoadFailed {
         table: format!("{db}.{table}"),
         label: reply.label.clone(),

@@ -1,0 +1,259 @@
+//! `[dead_letter]` end to end against doris-lite and real plugins: rows a plugin rejects and rows
+//! routed to a table that is not there are set aside with their reasons, the rest is loaded, and
+//! a `kill -9` anywhere duplicates nothing in either.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{Doris, pipeline_file, plugin_wasm, run_file as run};
+
+const TABLE: &str =
+    "CREATE TABLE test.valid (id BIGINT, name VARCHAR(16)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2";
+
+/// A pipeline of `rows` generated rows (ids 1..=rows) through `transform` into `test.valid`,
+/// with `dead_letter` as its `[dead_letter]` section.
+fn pipeline(doris: &Doris, rows: u64, per_second: u64, transform: &str, dead_letter: &str) -> String {
+    format!(
+        "[pipeline]\nname = \"dlq\"\nparallelism = 2\ncheckpoint_interval = \"300ms\"\n\n[doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"datagen\"\nschema = \"id BIGINT, name VARCHAR(16)\"\nrows_per_second = {per_second}\nnumber_of_rows = {rows}\nfields.id = {{ kind = \"sequence\", start = 1 }}\n\n\
+         {transform}\n[[sink]]\ntype = \"doris\"\ntable = \"test.valid\"\n\n{dead_letter}",
+        doris.fenodes()
+    )
+}
+
+fn rejecting() -> String {
+    format!(
+        "[[transform]]\ntype = \"wasm\"\nplugin = \"{}\"\nconfig.mode = \"reject\"\n",
+        plugin_wasm("hostile").display()
+    )
+}
+
+/// The dead letters in a JSON-lines file.
+fn letters(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+/// `count(*) count(distinct id) min(id) max(id)` and how many ids are multiples of 10.
+fn tally(doris: &Doris) -> String {
+    doris
+        .sql("SELECT count(*), count(distinct id), min(id), max(id), sum(CASE WHEN id % 10 = 0 THEN 1 ELSE 0 END) FROM test.valid")
+        .join("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_a_plugin_rejects_go_to_the_dead_letter_file_with_its_reason_and_the_rest_to_doris() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let text = pipeline(&doris, 4000, 20_000, &rejecting(), "[dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\n");
+    let path = pipeline_file(dir.path(), &text);
+    let report = run(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished && report.restarts == 0, "{report:?}");
+    assert_eq!(tally(&doris), "3600\t3600\t1\t3999\t0");
+    let letters = letters(&dir.path().join("dead.jsonl"));
+    assert_eq!(letters.len(), 400);
+    let ids: BTreeSet<i64> = letters.iter().map(|l| l["record"]["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (1..=400).map(|i| i * 10).collect::<BTreeSet<i64>>());
+    let first = &letters[0];
+    assert_eq!(first["pipeline"], "dlq");
+    assert_eq!(first["stage"], "plugin");
+    assert_eq!(first["refused_by"], "hostile");
+    assert_eq!(first["reason"], "ids that are multiples of 10 are refused");
+    assert_eq!(first["row_kind"], "+I");
+    assert!(first["record"]["name"].is_string(), "{first}");
+    // `sluice dlq show` lists them, oldest first, and counts them by stage.
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_sluice")).args(["dlq", "show", "--limit", "2"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(shown.lines().count(), 2, "{shown}");
+    let line = shown.lines().next().unwrap();
+    assert!(
+        line.contains(" plugin hostile  ") && line.contains(": ids that are multiples of 10 are refused  +I {\"id\":"),
+        "{line}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), "2 dead letters (2 plugin)");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["dlq", "show"])
+        .arg(dir.path().join("missing.toml"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // Nothing is left staged once the run has finished.
+    assert_eq!(std::fs::read_dir(dir.path().join("dead.jsonl.staged")).unwrap().count(), 0);
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_table_in_doris_is_created_and_filled_in_the_same_checkpoints() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        pipeline(&doris, 2000, 20_000, &rejecting(), "[dead_letter]\ntype = \"doris\"\ntable = \"ops.dead_letters\"\n");
+    let report = run(&pipeline_file(dir.path(), &text)).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished, "{report:?}");
+    assert_eq!(tally(&doris), "1800\t1800\t1\t1999\t0");
+    assert_eq!(
+        doris
+            .sql("SELECT count(*), count(distinct concat(checkpoint, '/', worker, '/', seq)), min(stage), max(refused_by) FROM ops.dead_letters")
+            .join(""),
+        "200\t200\tplugin\thostile"
+    );
+    let rows = doris.sql("SELECT record FROM ops.dead_letters");
+    let ids: BTreeSet<i64> =
+        rows.iter().map(|r| serde_json::from_str::<serde_json::Value>(r).unwrap()["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (1..=200).map(|i| i * 10).collect::<BTreeSet<i64>>());
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_routed_to_a_table_that_is_not_there_are_set_aside_with_doris_reason() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let routing = format!(
+        "[[transform]]\ntype = \"wasm\"\nplugin = \"{}\"\nconfig.table = \"test.missing\"\n",
+        plugin_wasm("route-even").display()
+    );
+    let text = pipeline(&doris, 1000, 20_000, &routing, "[dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\n");
+    let report = run(&pipeline_file(dir.path(), &text)).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished, "{report:?}");
+    assert_eq!(doris.sql("SELECT count(*), sum(id % 2) FROM test.valid").join(""), "500\t500");
+    let letters = letters(&dir.path().join("dead.jsonl"));
+    assert_eq!(letters.len(), 500);
+    assert!(letters.iter().all(|l| l["stage"] == "route" && l["record"]["id"].as_i64().unwrap() % 2 == 0));
+    let reason = letters[0]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("table `test.missing`: "), "{reason}");
+
+    // Without a [dead_letter], the same pipeline stops with that reason.
+    doris.sql("TRUNCATE TABLE test.valid");
+    let text = pipeline(&doris, 1000, 20_000, &routing, "");
+    let other = tempfile::tempdir().unwrap();
+    let e = format!("{:#}", run(&pipeline_file(other.path(), &text)).await.unwrap_err());
+    assert!(e.contains("table `test.missing`: "), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_way_duplicates_nothing_in_the_target_or_the_dead_letters() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        pipeline(&doris, 60_000, 10_000, &rejecting(), "[dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\n")
+            .replace("checkpoint_interval = \"300ms\"", "checkpoint_interval = \"1s\"");
+    let path = pipeline_file(dir.path(), &text);
+    let start = move || {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--quiet"])
+            .arg(&path)
+            .env("SLUICE_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sluice starts")
+    };
+    let seed = std::env::var("SLUICE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("dead letters kill -9: seed {seed}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let dead = dir.path().join("dead.jsonl");
+    let progress = || (doris.sql("SELECT count(*) FROM test.valid")[0].clone(), letters(&dead).len());
+    for round in 0..3 {
+        let before = progress();
+        let mut child = start();
+        // Each round commits rows and dead letters before it dies.
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let now = progress();
+            if now.0 != before.0 && now.1 != before.1 {
+                break;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                let out = child.wait_with_output().unwrap();
+                panic!("round {round}: sluice exited early ({status}): {}", String::from_utf8_lossy(&out.stderr));
+            }
+            assert!(std::time::Instant::now() < deadline, "round {round} (seed {seed}): nothing committed in 120 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.u64(0..1500))).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let out = tokio::task::spawn_blocking(move || start().wait_with_output().unwrap()).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(tally(&doris), "54000\t54000\t1\t59999\t0");
+    let letters = letters(&dead);
+    let ids: BTreeSet<i64> = letters.iter().map(|l| l["record"]["id"].as_i64().unwrap()).collect();
+    assert_eq!((letters.len(), ids.len()), (6000, 6000), "seed {seed}: a dead letter was written twice or lost");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_doris_filters_out_of_a_load_become_dead_letters_with_doris_reasons_and_the_rest_is_committed() {
+    let doris = Doris::start().await;
+    doris.sql(
+        "CREATE TABLE test.people (id BIGINT NOT NULL, name VARCHAR(5) NOT NULL, age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // 1000 people; ids 100, 200, … are bad, in turn: an age that is not a number (strict mode),
+    // a name longer than VARCHAR(5), no name for a NOT NULL column.
+    let mut lines = String::new();
+    for id in 1..=1000u32 {
+        let (name, age) = match (id % 100, (id / 100) % 3) {
+            (0, 0) => ("\"ann\"".to_string(), "\"abc\"".to_string()),
+            (0, 1) => ("\"annabella\"".to_string(), "\"30\"".to_string()),
+            (0, _) => ("null".to_string(), "\"30\"".to_string()),
+            _ => (format!("\"p{}\"", id % 1000), format!("\"{}\"", id % 90)),
+        };
+        lines.push_str(&format!("{{\"id\": {id}, \"name\": {name}, \"age\": {age}}}\n"));
+    }
+    std::fs::write(dir.path().join("people.jsonl"), lines).unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"filtered\"\ncheckpoint_interval = \"300ms\"\n\n[doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"file\"\npath = \"people.jsonl\"\nformat = \"json\"\nschema = \"id BIGINT, name STRING, age STRING\"\n\n\
+         [[sink]]\ntype = \"doris\"\ntable = \"test.people\"\nproperties.strict_mode = \"true\"\nproperties.max_filter_ratio = \"0.1\"\n\n\
+         [dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\n",
+        doris.fenodes()
+    );
+    let report = run(&pipeline_file(dir.path(), &text)).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished, "{report:?}");
+    assert_eq!(
+        doris
+            .sql("SELECT count(*), count(distinct id), sum(CASE WHEN id % 100 = 0 THEN 1 ELSE 0 END) FROM test.people")
+            .join(""),
+        "990\t990\t0"
+    );
+    let letters = letters(&dir.path().join("dead.jsonl"));
+    let mut got: Vec<(i64, String)> = letters
+        .iter()
+        .map(|l| {
+            assert_eq!((l["stage"].as_str(), l["source_table"].as_str()), (Some("doris"), Some("test.people")), "{l}");
+            (l["record"]["id"].as_i64().unwrap(), l["reason"].as_str().unwrap().to_string())
+        })
+        .collect();
+    got.sort();
+    let want: Vec<(i64, String)> = (1..=10)
+        .map(|i| {
+            let reason = match i % 3 {
+                0 => "'abc' is not a valid INT".to_string(),
+                1 => "the length of input is too long than schema. input: annabella, schema length: 5".to_string(),
+                _ => "null value for not null column, column=name".to_string(),
+            };
+            (i * 100, reason)
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+
+    // Above `max_filter_ratio` the load fails as Doris says, dead-letter target or not.
+    doris.sql("TRUNCATE TABLE test.people");
+    let strict = text.replace("max_filter_ratio = \"0.1\"", "max_filter_ratio = \"0.001\"");
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("people.jsonl"), other.path().join("people.jsonl")).unwrap();
+    let e = format!("{:#}", run(&pipeline_file(other.path(), &strict)).await.unwrap_err());
+    assert!(e.contains("[DATA_QUALITY_ERROR]too many filtered rows"), "{e}");
+    assert_eq!(doris.sql("SELECT count(*) FROM test.people"), ["0"]);
+}
