@@ -24,6 +24,9 @@ use crate::net::ConnectionKill;
 use crate::sql::{ColKind, Executor, Outcome, ServerInfo, Session};
 use crate::storage::KeysType;
 
+/// Rejected rows a load's error log shows at most, as Doris' `kMaxErrorNum`.
+pub const MAX_ERROR_LOG_ROWS: usize = 50;
+
 /// Shared state of both HTTP listeners.
 #[derive(Debug, Clone)]
 pub struct HttpState {
@@ -536,7 +539,9 @@ async fn be_stream_load(
     reply.unselected = outcome.unselected;
     reply.loaded = outcome.total - outcome.filtered - outcome.unselected;
     if !outcome.errors.is_empty() {
-        let file = st.engine.store_error_log(outcome.errors.join("\n") + "\n");
+        // Doris logs the first `kMaxErrorNum` (50) rejected rows of a load; the count is exact.
+        let logged = &outcome.errors[..outcome.errors.len().min(MAX_ERROR_LOG_ROWS)];
+        let file = st.engine.store_error_log(logged.join("\n") + "\n");
         reply.error_url =
             Some(format!("http://{}:{}/api/_load_error_log?file={file}", st.info.host, st.info.be_http_port));
     }

@@ -334,6 +334,22 @@ fn filter_ratio_and_error_url() {
 }
 
 #[test]
+fn the_error_log_shows_the_first_50_rejected_rows_and_the_count_stays_exact() {
+    let s = Server::start();
+    setup(&s, "CREATE TABLE test.t (k INT NOT NULL, v VARCHAR(5)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1");
+    let body: String = (1..=200).map(|k| format!("{k},{}\n", if k % 2 == 0 { "waytoolong" } else { "ok" })).collect();
+    let f = s.file("many.csv", body.as_bytes());
+    let r = s.stream_load("test", "t", &["column_separator:,", "max_filter_ratio:0.6"], &f);
+    assert_eq!(
+        (r["Status"].as_str(), r["NumberFilteredRows"].as_i64(), r["NumberLoadedRows"].as_i64()),
+        (Some("Success"), Some(100), Some(100))
+    );
+    let log = curl(&args(&["-sS", r["ErrorURL"].as_str().unwrap()]));
+    assert_eq!(log.lines().count(), 50, "{log}");
+    assert!(log.lines().all(|l| l.starts_with("Reason: the length of input is too long than schema")), "{log}");
+}
+
+#[test]
 fn gzip_chunked_json_and_separators() {
     let s = Server::start();
     setup(&s, "CREATE TABLE test.t (k INT, v VARCHAR(20), d DATE) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3");

@@ -257,3 +257,60 @@ async fn rows_doris_filters_out_of_a_load_become_dead_letters_with_doris_reasons
     assert!(e.contains("[DATA_QUALITY_ERROR]too many filtered rows"), "{e}");
     assert_eq!(doris.sql("SELECT count(*) FROM test.people"), ["0"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_bad_rows_than_dorises_error_log_shows_are_all_set_aside_with_2pc_and_counted_without() {
+    let doris = Doris::start().await;
+    doris.sql("CREATE TABLE test.named (id BIGINT NOT NULL, name VARCHAR(5)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    let dir = tempfile::tempdir().unwrap();
+    // 1000 rows, every 10th name too long: 100 bad rows in one load, twice what Doris logs.
+    let lines: String = (1..=1000)
+        .map(|id| format!("{{\"id\": {id}, \"name\": \"{}\"}}\n", if id % 10 == 0 { "waytoolong" } else { "ok" }))
+        .collect();
+    std::fs::write(dir.path().join("rows.jsonl"), lines).unwrap();
+    let text = |sink_extra: &str| {
+        format!(
+            "[pipeline]\nname = \"many\"\ncheckpoint_interval = \"10s\"\n\n[doris]\nfenodes = {}\n\n\
+             [[source]]\ntype = \"file\"\npath = \"rows.jsonl\"\nformat = \"json\"\nschema = \"id BIGINT, name STRING\"\n\n\
+             [[sink]]\ntype = \"doris\"\ntable = \"test.named\"\nproperties.max_filter_ratio = \"0.2\"\n{sink_extra}\n\
+             [dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\n",
+            doris.fenodes()
+        )
+    };
+    let report = run(&pipeline_file(dir.path(), &text(""))).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished, "{report:?}");
+    assert_eq!(
+        doris.sql("SELECT count(*), sum(CASE WHEN id % 10 = 0 THEN 1 ELSE 0 END) FROM test.named").join(""),
+        "900\t0"
+    );
+    let set_aside = letters(&dir.path().join("dead.jsonl"));
+    let ids: BTreeSet<i64> = set_aside.iter().map(|l| l["record"]["id"].as_i64().unwrap()).collect();
+    assert_eq!((set_aside.len(), ids), (100, (1..=100).map(|i| i * 10).collect::<BTreeSet<i64>>()));
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+
+    // Without 2PC the load is committed before anything can be set aside: the 50 rows its error
+    // log shows are dead letters as Doris logged them, and one more counts the rest.
+    doris.sql("TRUNCATE TABLE test.named");
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("rows.jsonl"), other.path().join("rows.jsonl")).unwrap();
+    let report = run(&pipeline_file(other.path(), &text("enable.batch_mode = true\n")))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.finished, "{report:?}");
+    assert_eq!(doris.sql("SELECT count(*) FROM test.named"), ["900"]);
+    let logged = letters(&other.path().join("dead.jsonl"));
+    assert_eq!(logged.len(), 51);
+    assert!(
+        logged[..50].iter().all(|l| l["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the length of input is too long than schema")
+            && l["record"]["src_line"].as_str().unwrap().contains("waytoolong")),
+        "{:?}",
+        &logged[..2]
+    );
+    assert_eq!(
+        logged[50]["reason"],
+        "Doris filtered 100 rows of this load and its error log shows 50; the others cannot be named without two-phase commit (`enable_2pc = true`)"
+    );
+}

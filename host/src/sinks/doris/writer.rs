@@ -327,7 +327,7 @@ pub struct DorisWriter {
     /// Pre-committed in this interval, waiting for the barrier.
     precommitted: Vec<Txn>,
     /// Batch-mode loads in flight.
-    flushing: JoinSet<anyhow::Result<()>>,
+    flushing: JoinSet<anyhow::Result<Option<Finished>>>,
     batch_seq: u64,
     /// Rows Doris filtered out of this interval's loads, for the dead-letter target.
     letters: Vec<DeadLetter>,
@@ -425,7 +425,7 @@ impl DorisWriter {
             (Some(txn), Some(sent)) if done.filtered > 0 => self.set_aside(target, txn, sent, with_sign).await,
             (txn, _) => {
                 if done.filtered > 0 && settings.dead_letters {
-                    self.letters_from_log(db, table, &done).await;
+                    self.letters_from_log(&done).await;
                 }
                 self.precommitted.extend(txn);
                 Ok(())
@@ -533,8 +533,8 @@ impl DorisWriter {
 
     /// Without 2PC the load is committed already: set aside the rows its error log shows (as
     /// the lines Doris logged), and say how many more it filtered than it logged.
-    async fn letters_from_log(&mut self, db: &str, table: &str, done: &Finished) {
-        let target = format!("{db}.{table}");
+    async fn letters_from_log(&mut self, done: &Finished) {
+        let target = format!("{}.{}", done.db, done.table);
         let refusal = Refusal::Doris { label: done.label.clone() };
         let log = match done.error_url.as_deref().filter(|u| !u.is_empty()) {
             Some(url) => self.client.error_log(url, usize::MAX).await,
@@ -747,7 +747,16 @@ impl DorisWriter {
         }
         // Surface failures of finished loads promptly.
         while let Some(done) = self.flushing.try_join_next() {
-            done??;
+            self.flushed(done?).await?;
+        }
+        Ok(())
+    }
+
+    /// A batch-mode load is done: with a dead-letter target, the rows Doris filtered out of it
+    /// are set aside as its error log shows them.
+    async fn flushed(&mut self, done: anyhow::Result<Option<Finished>>) -> anyhow::Result<()> {
+        if let Some(f) = done?.filter(|f| f.filtered > 0 && self.settings.dead_letters) {
+            self.letters_from_log(&f).await;
         }
         Ok(())
     }
@@ -760,9 +769,10 @@ impl DorisWriter {
         pending.encoder.finish(&mut pending.body).map_err(fatal)?;
         while self.flushing.len() >= mode.queue_size.max(1) {
             if let Some(done) = self.flushing.join_next().await {
-                done??;
+                self.flushed(done?).await?;
             }
         }
+        let ts = self.tables.get_mut(target).expect("looked up before");
         self.batch_seq += 1;
         let label = (!settings.group_commit).then(|| {
             settings.label(&ts.db, &ts.table, self.worker, self.run, self.batch_seq, 0).replacen(
@@ -803,7 +813,7 @@ impl DorisWriter {
             self.tables.get_mut(target).expect("listed above").seq = 0;
         }
         while let Some(done) = self.flushing.join_next().await {
-            done??;
+            self.flushed(done?).await?;
         }
         // Tables not written in this interval are forgotten (looked up again when they are).
         self.tables.retain(|_, t| std::mem::take(&mut t.active) || t.pending.is_some());
@@ -931,8 +941,10 @@ async fn send_chunk(
     }
 }
 
-/// A streaming load that Doris answered.
+/// A load that Doris answered.
 struct Finished {
+    db: String,
+    table: String,
     label: String,
     /// With 2PC: its pre-committed transaction.
     txn: Option<Txn>,
@@ -1011,6 +1023,8 @@ async fn finish_load(
         );
     }
     let mut done = Finished {
+        db: db.into(),
+        table: table.into(),
         label: reply.label.clone(),
         txn: None,
         filtered: reply.number_filtered_rows.max(0) as u64,
@@ -1060,7 +1074,7 @@ async fn batch_load(
     label: Option<&str>,
     headers: &[(String, String)],
     body: Bytes,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<Finished>> {
     use backon::BackoffBuilder;
     let started = Instant::now();
     let mut attempt = 0u32;
@@ -1076,14 +1090,21 @@ async fn batch_load(
         let failure = match result {
             Ok(r) if r.is_success() => {
                 metrics.record(&r, started.elapsed());
-                return Ok(());
+                return Ok(Some(Finished {
+                    db: db.into(),
+                    table: table.into(),
+                    label: r.label,
+                    txn: None,
+                    filtered: r.number_filtered_rows.max(0) as u64,
+                    error_url: r.error_url,
+                }));
             }
             Ok(r) => match r.load_status() {
                 // An earlier attempt got through and its reply was lost.
                 LoadStatus::LabelAlreadyExists { existing } if existing == "FINISHED" || existing == "VISIBLE" => {
                     tracing::info!(label = label.unwrap_or(""), "load already done by an earlier attempt");
                     metrics.total_flush_succeeded_number.fetch_add(1, Ordering::Relaxed);
-                    return Ok(());
+                    return Ok(None);
                 }
                 _ => load_failure(client, db, table, &r).await,
             },
