@@ -102,6 +102,43 @@ pub struct TenantConfig {
     /// How a failed pipeline is restarted from its last checkpoint.
     #[serde(default)]
     pub restart: RestartPolicy,
+    /// Where its pipelines that have no `[dead_letter]` of their own set aside the rows they
+    /// cannot deliver: a Doris table it may write (created when missing).
+    pub dead_letter: Option<TenantDeadLetter>,
+}
+
+/// `[tenants.<name>.dead_letter]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantDeadLetter {
+    /// `db.table`; one of the tenant's `write` grants must cover it.
+    pub table: String,
+    /// One of the tenant's connections (default: its pipeline's default Doris connection).
+    pub connection: Option<String>,
+}
+
+impl TenantDeadLetter {
+    /// Give `file` this dead-letter table, unless it has a `[dead_letter]` of its own.
+    pub fn apply(&self, file: &mut crate::pipeline::PipelineFile) -> anyhow::Result<()> {
+        if file.dead_letter.is_some() {
+            return Ok(());
+        }
+        let mut t = toml::Table::new();
+        t.insert("table".into(), self.table.clone().into());
+        if let Some(c) = &self.connection {
+            t.insert("connection".into(), c.clone().into());
+        }
+        let sink: crate::sinks::doris::DorisSink = crate::pipeline::read(t).map_err(|(k, m)| {
+            anyhow::anyhow!("the tenant's dead_letter{}: {m}", k.map(|k| format!(".{k}")).unwrap_or_default())
+        })?;
+        file.dead_letter = Some(crate::pipeline::Entry {
+            kind: "doris",
+            name: "dead_letter".into(),
+            line: 0,
+            config: std::sync::Arc::new(sink),
+        });
+        Ok(())
+    }
 }
 
 fn default_max_pipelines() -> usize {
@@ -217,6 +254,22 @@ impl ServerConfig {
             if t.max_stream_loads == Some(0) {
                 anyhow::bail!("{at}: tenants.{name}.max_stream_loads: must be at least 1");
             }
+            if let Some(d) = &t.dead_letter {
+                if !d.table.split_once('.').is_some_and(|(db, tb)| !db.is_empty() && !tb.is_empty()) {
+                    anyhow::bail!("{at}: tenants.{name}.dead_letter.table: expected `db.table`, got {:?}", d.table);
+                }
+                if !super::grant::Tables::of(t).may_write(&d.table) {
+                    anyhow::bail!(
+                        "{at}: tenants.{name}.dead_letter.table: the tenant may not write `{}`; add it to tenants.{name}.write",
+                        d.table
+                    );
+                }
+                if let Some(c) = d.connection.as_ref().filter(|c| !t.connections.contains(c)) {
+                    anyhow::bail!(
+                        "{at}: tenants.{name}.dead_letter.connection: `{c}` is not one of tenants.{name}.connections"
+                    );
+                }
+            }
         }
         let mut duplicate =
             raw.tenants.iter().map(|(n, t)| (t.token_sha256.to_ascii_lowercase(), n)).collect::<Vec<_>>();
@@ -255,6 +308,16 @@ mod tests {
         let bad = text.replace("write = [\"a.*\"]", "write = [\"a\"]");
         let e = ServerConfig::parse(Path::new("server.toml"), &bad).unwrap_err().to_string();
         assert!(e.starts_with("server.toml: tenants.a.write: \"a\" is not a table pattern"), "{e}");
+        let dead = format!("{text}[tenants.a.dead_letter]\ntable = \"a.dead_letters\"\n");
+        let c = ServerConfig::parse(Path::new("server.toml"), &dead).unwrap();
+        assert_eq!(c.tenants["a"].dead_letter.as_ref().unwrap().table, "a.dead_letters");
+        let e = ServerConfig::parse(Path::new("server.toml"), &dead.replace("a.dead_letters", "ops.dead_letters"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "server.toml: tenants.a.dead_letter.table: the tenant may not write `ops.dead_letters`; add it to tenants.a.write"
+        );
         let bad = text.replace("plugin_memory", "plugin_memroy");
         let e = ServerConfig::parse(Path::new("server.toml"), &bad).unwrap_err().to_string();
         assert!(e.starts_with("server.toml:10: unknown field `plugin_memroy`"), "{e}");

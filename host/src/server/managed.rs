@@ -107,6 +107,8 @@ pub struct RunContext {
     pub connections: Arc<std::collections::BTreeMap<String, crate::pipeline::Connection>>,
     pub confinement: Confinement,
     pub restart: RestartPolicy,
+    /// The tenant's dead-letter table, for pipelines without a `[dead_letter]`.
+    pub dead_letter: Option<super::config::TenantDeadLetter>,
 }
 
 impl Managed {
@@ -265,7 +267,10 @@ impl Managed {
     }
 
     async fn run_once(&self, ctx: &RunContext, stop: watch::Receiver<bool>, now: Arc<Notify>) -> anyhow::Result<bool> {
-        let file = load_str_with(&self.shown_as, &self.text, Some(&ctx.connections))?;
+        let mut file = load_str_with(&self.shown_as, &self.text, Some(&ctx.connections))?;
+        if let Some(d) = &ctx.dead_letter {
+            d.apply(&mut file)?;
+        }
         let placement = Placement {
             state_dir: self.dir.join("state"),
             base_dir: self.dir.clone(),

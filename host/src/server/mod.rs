@@ -189,7 +189,7 @@ impl Server {
         shown_as: &Path,
         replacing: Option<&str>,
     ) -> Result<PipelineFile, Refused> {
-        let file = load_str_with(shown_as, text, Some(&tenant.granted)).map_err(|e| {
+        let mut file = load_str_with(shown_as, text, Some(&tenant.granted)).map_err(|e| {
             // A connection of the server's that this tenant is not granted.
             let named = e.message.strip_prefix("there is no connection `").and_then(|r| r.split('`').next());
             match named {
@@ -209,6 +209,9 @@ impl Server {
                 retry_after: None,
             }
         })?;
+        if let Some(d) = &tenant.cfg.dead_letter {
+            d.apply(&mut file).map_err(|e| Refused::new(500, format!("{e:#}")))?;
+        }
         let id = format!("{}.{}", tenant.name, file.pipeline.name);
         let all = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         if all.contains_key(&id) && replacing != Some(id.as_str()) {
@@ -251,6 +254,7 @@ impl Server {
             connections: tenant.granted.clone(),
             confinement: tenant.confinement.clone(),
             restart: tenant.cfg.restart.clone(),
+            dead_letter: tenant.cfg.dead_letter.clone(),
         }
     }
 

@@ -70,6 +70,7 @@ restart = {{ max_restarts = 2, backoff = "200ms", max_backoff = "1s" }}
 token_sha256 = "{beta}"
 connections = ["dw"]
 write = ["beta.*"]
+dead_letter = {{ table = "beta.dead_letters" }}
 
 [tenants.gamma]
 token_sha256 = "{gamma}"
@@ -419,6 +420,26 @@ async fn a_plugin_routing_outside_the_grant_fails_its_batch_and_writes_nothing_t
     );
     assert_eq!(failed["restarts"], 2, "{failed:#}");
     assert_eq!(doris.sql("SELECT count(*) FROM beta.stolen"), ["0"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_dead_letter_table_takes_the_rows_its_pipelines_route_outside_their_grant() {
+    let doris = Doris::start().await;
+    tables(&doris);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(&doris, dir.path()).await;
+    let route = "[[transform]]\ntype = \"wasm\"\nplugin = \"route_even.wasm\"\nconfig.table = \"alpha.students\"\n";
+    let (st, v) = s.submit(BETA, &datagen("routed", "beta.students", 100, 1000, route)).await;
+    assert_eq!(st, 201, "{v}");
+    s.until("beta.routed", BETA, 60, "finished", |v| v["state"] == "finished").await;
+    assert_eq!(doris.sql("SELECT count(*), sum(id % 2) FROM beta.students").join(""), "50\t50");
+    assert_eq!(doris.sql("SELECT count(*) FROM alpha.students"), ["0"]);
+    assert_eq!(
+        doris.sql("SELECT count(*), min(stage), max(stage), min(pipeline) FROM beta.dead_letters").join(""),
+        "50\troute\troute\trouted"
+    );
+    let reason = doris.sql("SELECT reason FROM beta.dead_letters LIMIT 1").join("");
+    assert!(reason.contains("go to `alpha.students`, which tenant `beta` may not write"), "{reason}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
