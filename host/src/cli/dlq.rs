@@ -10,8 +10,20 @@ use crate::sinks::doris::DorisSink;
 use crate::sinks::file::FileSink;
 
 /// The columns `show` reads, in the order it prints them.
-const COLUMNS: [&str; 10] =
-    ["time", "checkpoint", "worker", "seq", "stage", "refused_by", "source_table", "reason", "row_kind", "record"];
+const COLUMNS: [&str; 12] = [
+    "time",
+    "checkpoint",
+    "worker",
+    "seq",
+    "stage",
+    "component",
+    "refused_by",
+    "source_table",
+    "reason",
+    "row_kind",
+    "record",
+    "columns",
+];
 
 /// `sluice dlq show`: every dead letter of the pipeline in `file` (the first `limit`), oldest
 /// first; as stored (one JSON object per line) with `json`.
@@ -29,12 +41,13 @@ pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<(
             println!("{l}");
         } else {
             println!(
-                "{}  checkpoint {} worker {} #{}  {} {}  {}: {}  {} {}",
+                "{}  checkpoint {} worker {} #{}  {} {} ({})  {}: {}  {} {}",
                 text(&l["time"]),
                 text(&l["checkpoint"]),
                 text(&l["worker"]),
                 text(&l["seq"]),
                 text(&l["stage"]),
+                text(&l["component"]),
                 text(&l["refused_by"]),
                 text(&l["source_table"]),
                 text(&l["reason"]),

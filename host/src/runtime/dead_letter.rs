@@ -21,8 +21,8 @@ use crate::Batch;
 pub enum Refusal {
     /// A transform or decoder plugin rejected the row (`plugin-error` with `row`).
     Plugin { plugin: String },
-    /// A transform routed the row to a table the sink may not write.
-    Route,
+    /// A transform routed the row to `target`, a table the sink may not or cannot write.
+    Route { target: String },
     /// Doris filtered the row out of a load (`NumberFilteredRows`); `label` is the load's.
     Doris { label: String },
 }
@@ -31,7 +31,7 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Plugin { plugin } => write!(f, "plugin `{plugin}`"),
-            Refusal::Route => f.write_str("routing"),
+            Refusal::Route { target } => write!(f, "routing to `{target}`"),
             Refusal::Doris { label } => write!(f, "Doris load `{label}`"),
         }
     }
@@ -52,6 +52,11 @@ pub struct DeadLetter {
     pub row: serde_json::Map<String, serde_json::Value>,
     /// The row's kind (`+I`, `-U`, `+U`, `-D`).
     pub kind: String,
+    /// The row's columns in Doris syntax (`id BIGINT NOT NULL, name VARCHAR(16)`), so that it can
+    /// be read back with its types; empty when only Doris' text of it is known.
+    pub columns: String,
+    /// The pipeline's entry that refused it: the transform's name, or the sink's.
+    pub component: String,
 }
 
 /// The error a transform returns when its plugin rejected one row of a batch: with a
@@ -121,12 +126,17 @@ pub fn row_json(batch: &Batch, row: usize) -> serde_json::Map<String, serde_json
 
 /// A dead letter for row `row` of `batch`.
 pub fn letter(table: &str, batch: &Batch, row: usize, refusal: Refusal, reason: impl Into<String>) -> DeadLetter {
+    let columns = sluice_guest::types::columns_of(&batch.data.schema())
+        .map(|c| sluice_guest::types::format_columns(&c))
+        .unwrap_or_default();
     DeadLetter {
         table: table.to_string(),
         refusal,
         reason: reason.into(),
         row: row_json(batch, row),
         kind: batch.row_kind(row).short().to_string(),
+        columns,
+        component: String::new(),
     }
 }
 
@@ -142,10 +152,12 @@ pub fn schema() -> SchemaRef {
         Field::new("seq", DataType::Int64, false),
         Field::new("source_table", DataType::Utf8, false),
         Field::new("stage", DataType::Utf8, false),
+        Field::new("component", DataType::Utf8, false),
         Field::new("refused_by", DataType::Utf8, false),
         Field::new("reason", DataType::Utf8, false),
         Field::new("row_kind", DataType::Utf8, false),
         Field::new("record", DataType::Utf8, false).with_metadata(json.into()),
+        Field::new("columns", DataType::Utf8, false),
     ]))
 }
 
@@ -175,14 +187,16 @@ pub fn to_batch(letters: &[DeadLetter], stamp: &Stamp<'_>) -> anyhow::Result<Bat
         Arc::new(Int64Array::from_iter_values(0..n as i64)),
         text(&|l| l.table.clone()),
         text(&|l| stage(&l.refusal).to_string()),
+        text(&|l| l.component.clone()),
         text(&|l| match &l.refusal {
             Refusal::Plugin { plugin } => plugin.clone(),
-            Refusal::Route => String::new(),
+            Refusal::Route { target } => target.clone(),
             Refusal::Doris { label } => label.clone(),
         }),
         text(&|l| l.reason.clone()),
         text(&|l| l.kind.clone()),
         text(&|l| serde_json::Value::Object(l.row.clone()).to_string()),
+        text(&|l| l.columns.clone()),
     ];
     Ok(Batch::new(RecordBatch::try_new(schema(), columns)?))
 }
@@ -190,7 +204,7 @@ pub fn to_batch(letters: &[DeadLetter], stamp: &Stamp<'_>) -> anyhow::Result<Bat
 fn stage(r: &Refusal) -> &'static str {
     match r {
         Refusal::Plugin { .. } => "plugin",
-        Refusal::Route => "route",
+        Refusal::Route { .. } => "route",
         Refusal::Doris { .. } => "doris",
     }
 }
@@ -226,8 +240,9 @@ mod tests {
 
     #[test]
     fn a_row_becomes_json_with_its_nulls_and_kind() {
-        let l = letter("db.t", &batch(), 1, Refusal::Route, "no such table");
+        let l = letter("db.t", &batch(), 1, Refusal::Route { target: "db.u".into() }, "no such table");
         assert_eq!(serde_json::Value::Object(l.row).to_string(), r#"{"id":2,"name":null}"#);
+        assert_eq!(l.columns, "id BIGINT NOT NULL, name STRING");
         assert_eq!(l.kind, "-D");
     }
 
@@ -250,7 +265,7 @@ mod tests {
         assert_eq!(out.num_rows(), 2);
         let seq = out.data.column(4).as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(seq.values(), &[0, 1]);
-        let by = out.data.column(7).as_any().downcast_ref::<StringArray>().unwrap();
+        let by = out.data.column(8).as_any().downcast_ref::<StringArray>().unwrap();
         assert_eq!((by.value(0), by.value(1)), ("p", "l1"));
     }
 }

@@ -290,6 +290,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             restored,
             writers,
             routes: p.sinks.iter().map(|s| s.component.claims().map(str::to_string)).collect(),
+            sink_names: p.all_sinks().map(|s| s.name.clone()).collect(),
             acks: ack_tx.clone(),
             stats: p.stats.clone(),
             dead_letter: p.dead_letter.as_ref().map(|_| worker::DeadLetters {

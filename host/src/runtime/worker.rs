@@ -207,6 +207,8 @@ pub(super) struct Worker {
     pub writers: Vec<Box<dyn SinkWriter>>,
     /// Per sink: the table it claims for routing.
     pub routes: Vec<Option<String>>,
+    /// Per sink (the dead-letter target last): its name in the pipeline.
+    pub sink_names: Vec<String>,
     pub acks: mpsc::UnboundedSender<Ack>,
     pub stats: Arc<Stats>,
     /// Where rows that cannot be delivered go, when the pipeline has a `[dead_letter]`.
@@ -266,12 +268,14 @@ impl Worker {
                     let Some(at) = chain.concurrent_at() else {
                         let end = chain.instances.len();
                         let letters = self.dead_letter.as_mut().map(|d| &mut d.letters);
-                        let out = run_chain(&mut chain.instances[..end], &table, vec![batch], letters).await?;
+                        let names = &self.transforms[..end];
+                        let out = run_chain(&mut chain.instances[..end], names, &table, vec![batch], letters).await?;
                         self.write(&table, out).await?;
                         continue;
                     };
                     let letters = self.dead_letter.as_mut().map(|d| &mut d.letters);
-                    let batches = run_chain(&mut chain.instances[..at], &table, vec![batch], letters).await?;
+                    let names = &self.transforms[..at];
+                    let batches = run_chain(&mut chain.instances[..at], names, &table, vec![batch], letters).await?;
                     let concurrent = chain.instances[at].concurrent().expect("concurrent_at");
                     max_in_flight = concurrent.max_in_flight().max(1);
                     for b in batches {
@@ -357,7 +361,7 @@ impl Worker {
     ) -> anyhow::Result<()> {
         let chain = chains.get_mut(table).context("a batch came back for a table without transforms")?;
         let letters = self.dead_letter.as_mut().map(|d| &mut d.letters);
-        let out = run_chain(&mut chain.instances[from..], table, batches, letters).await?;
+        let out = run_chain(&mut chain.instances[from..], &self.transforms[from..], table, batches, letters).await?;
         self.write(table, out).await
     }
 
@@ -376,8 +380,8 @@ impl Worker {
             committables.push(w.prepare_commit(id).await?);
         }
         let Some(dl) = self.dead_letter.as_mut() else { return Ok(committables) };
-        for w in &mut self.writers[..rows] {
-            dl.letters.extend(w.take_dead_letters());
+        for (w, name) in self.writers[..rows].iter_mut().zip(&self.sink_names) {
+            dl.letters.extend(w.take_dead_letters().into_iter().map(|l| DeadLetter { component: name.clone(), ..l }));
         }
         let letters = std::mem::take(&mut dl.letters);
         let target = self.writers.last_mut().expect("the dead-letter writer");
@@ -412,9 +416,15 @@ impl Worker {
             let (Some(dl), Some(why)) = (self.dead_letter.as_mut(), dead_letter::refused_batch(&e)) else {
                 return Err(e);
             };
-            let reason = why.reason.clone();
-            dl.letters
-                .extend((0..b.num_rows()).map(|r| dead_letter::letter(table.as_str(), b, r, Refusal::Route, &reason)));
+            let (reason, target) = (why.reason.clone(), b.table.clone().unwrap_or_default());
+            let component = &self.sink_names[sink];
+            dl.letters.extend((0..b.num_rows()).map(|r| {
+                let refusal = Refusal::Route { target: target.clone() };
+                DeadLetter {
+                    component: component.clone(),
+                    ..dead_letter::letter(table.as_str(), b, r, refusal, &reason)
+                }
+            }));
             refused += b.num_rows();
         }
         self.stats.rows_written.fetch_add((rows - refused) as u64, Ordering::Relaxed);
@@ -426,15 +436,16 @@ impl Worker {
 /// target), a row a plugin rejects is set aside there and the rest of its batch goes on.
 async fn run_chain(
     instances: &mut [Box<dyn TransformInstance>],
+    names: &[Named<Arc<dyn Transform>>],
     table: &TableId,
     mut batches: Vec<Batch>,
     mut letters: Option<&mut Vec<DeadLetter>>,
 ) -> anyhow::Result<Vec<Batch>> {
-    for t in instances {
+    for (t, named) in instances.iter_mut().zip(names) {
         let mut next = Vec::with_capacity(batches.len());
         for b in batches {
             match letters.as_deref_mut() {
-                Some(letters) => process_setting_aside(t.as_mut(), table, b, letters, &mut next).await?,
+                Some(letters) => process_setting_aside(t.as_mut(), &named.name, table, b, letters, &mut next).await?,
                 None => next.extend(t.process(b).await?),
             }
         }
@@ -448,6 +459,7 @@ async fn run_chain(
 /// about twice per rejected row.
 async fn process_setting_aside(
     t: &mut dyn TransformInstance,
+    name: &str,
     table: &TableId,
     batch: Batch,
     letters: &mut Vec<DeadLetter>,
@@ -465,7 +477,8 @@ async fn process_setting_aside(
         };
         let Some(rejected) = dead_letter::rejected_row(&e, n) else { return Err(e) };
         let (row, plugin) = (rejected.row, rejected.plugin.clone());
-        letters.push(dead_letter::letter(table.as_str(), &b, row, Refusal::Plugin { plugin }, &rejected.reason));
+        let letter = dead_letter::letter(table.as_str(), &b, row, Refusal::Plugin { plugin }, &rejected.reason);
+        letters.push(DeadLetter { component: name.to_string(), ..letter });
         if row + 1 < n {
             todo.push(dead_letter::slice(&b, row + 1, n - row - 1));
         }

@@ -61,6 +61,8 @@ async fn rows_a_plugin_rejects_go_to_the_dead_letter_file_with_its_reason_and_th
     assert_eq!(first["pipeline"], "dlq");
     assert_eq!(first["stage"], "plugin");
     assert_eq!(first["refused_by"], "hostile");
+    assert_eq!(first["component"], "wasm");
+    assert_eq!(first["columns"], "id BIGINT, name VARCHAR(16)");
     assert_eq!(first["reason"], "ids that are multiples of 10 are refused");
     assert_eq!(first["row_kind"], "+I");
     assert!(first["record"]["name"].is_string(), "{first}");
@@ -72,7 +74,8 @@ async fn rows_a_plugin_rejects_go_to_the_dead_letter_file_with_its_reason_and_th
     assert_eq!(shown.lines().count(), 2, "{shown}");
     let line = shown.lines().next().unwrap();
     assert!(
-        line.contains(" plugin hostile  ") && line.contains(": ids that are multiples of 10 are refused  +I {\"id\":"),
+        line.contains(" plugin wasm (hostile)  ")
+            && line.contains(": ids that are multiples of 10 are refused  +I {\"id\":"),
         "{line}"
     );
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), "2 dead letters (2 plugin)");
@@ -125,7 +128,10 @@ async fn rows_routed_to_a_table_that_is_not_there_are_set_aside_with_doris_reaso
     assert_eq!(doris.sql("SELECT count(*), sum(id % 2) FROM test.valid").join(""), "500\t500");
     let letters = letters(&dir.path().join("dead.jsonl"));
     assert_eq!(letters.len(), 500);
-    assert!(letters.iter().all(|l| l["stage"] == "route" && l["record"]["id"].as_i64().unwrap() % 2 == 0));
+    assert!(letters.iter().all(|l| l["stage"] == "route"
+        && l["component"] == "doris"
+        && l["refused_by"] == "test.missing"
+        && l["record"]["id"].as_i64().unwrap() % 2 == 0));
     let reason = letters[0]["reason"].as_str().unwrap();
     assert!(reason.starts_with("table `test.missing`: "), "{reason}");
 

@@ -555,6 +555,8 @@ impl DorisWriter {
                 reason,
                 row,
                 kind: String::new(),
+                columns: String::new(),
+                component: String::new(),
             });
         }
         if done.filtered > logged {
@@ -568,6 +570,8 @@ impl DorisWriter {
                 reason,
                 row: Default::default(),
                 kind: String::new(),
+                columns: String::new(),
+                component: String::new(),
             });
         }
     }
