@@ -1,17 +1,34 @@
-//! `sluice dlq show <pipeline>`: the rows a pipeline set aside in its `[dead_letter]` target, with
-//! where and why each was refused.
+//! `sluice dlq show|replay <pipeline>`: the rows a pipeline set aside in its `[dead_letter]`
+//! target, with where and why each was refused; and sending chosen ones back through the
+//! pipeline after a fix.
+//!
+//! A replay runs the pipeline from the entry that refused the letters on (the transform, or
+//! the sinks), with the letters as its source, in a state dir of its own under the pipeline's
+//! (`replay/<component>/<round>`): the letters delivered are that source's position, so a
+//! replay is exactly-once like any run, and a letter in a completed replay checkpoint is marked
+//! replayed and never sent again. Rows refused again become new dead letters, of the pipeline
+//! `<name>.replay`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::pipeline::{PipelineFile, load_file};
+use crate::pipeline::{Entry, PipelineFile, Placement, Replay, SinkConfig, load_file, prepare_replay, state_dir_of};
+use crate::runtime::{Named, RunOptions};
 use crate::sinks::doris::DorisSink;
 use crate::sinks::file::FileSink;
+use crate::sources::letters::{Letter, LetterSource, Replayed, key_of};
+use crate::state::{Checkpoint, StateDir, StateError};
+
+/// The name of a replay's source, in its checkpoints.
+const LETTERS: &str = "dead_letters";
 
 /// The columns `show` reads, in the order it prints them.
-const COLUMNS: [&str; 12] = [
+const COLUMNS: [&str; 13] = [
     "time",
+    "pipeline",
     "checkpoint",
     "worker",
     "seq",
@@ -29,20 +46,29 @@ const COLUMNS: [&str; 12] = [
 /// first; as stored (one JSON object per line) with `json`.
 pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<()> {
     let mut pipeline = load_file(&file)?;
-    let letters = tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(read_letters(
-        &file,
-        &mut pipeline,
-        limit,
-    ))?;
+    let replayed = replayed(&state_dir_of(&file, &pipeline))?;
+    let letters = tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
+        let in_doris = pipeline.dead_letter.as_ref().is_some_and(|d| d.config.as_any().is::<DorisSink>());
+        let embedded = if in_doris { super::run::connect(&file, &mut pipeline).await? } else { None };
+        let letters = read_letters(&file, &pipeline, limit).await;
+        if let Some(h) = embedded {
+            h.stop().await;
+        }
+        letters
+    })?;
     let mut stages = std::collections::BTreeMap::<String, usize>::new();
-    for l in &letters {
+    let count = letters.len();
+    for mut l in letters {
         *stages.entry(text(&l["stage"])).or_default() += 1;
+        let again = replayed.contains(&key_of(&l));
         if json {
+            l["replayed"] = again.into();
             println!("{l}");
         } else {
             println!(
-                "{}  checkpoint {} worker {} #{}  {} {} ({})  {}: {}  {} {}",
+                "{}  {} checkpoint {} worker {} #{}  {} {} ({})  {}: {}  {} {}{}",
                 text(&l["time"]),
+                text(&l["pipeline"]),
                 text(&l["checkpoint"]),
                 text(&l["worker"]),
                 text(&l["seq"]),
@@ -53,15 +79,12 @@ pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<(
                 text(&l["reason"]),
                 text(&l["row_kind"]),
                 l["record"],
+                if again { "  (replayed)" } else { "" },
             );
         }
     }
     let by: Vec<String> = stages.iter().map(|(s, n)| format!("{n} {s}")).collect();
-    eprintln!(
-        "{} dead letters{}",
-        letters.len(),
-        if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) }
-    );
+    eprintln!("{count} dead letters{}", if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) });
     Ok(())
 }
 
@@ -73,9 +96,10 @@ fn text(v: &serde_json::Value) -> String {
 }
 
 /// The pipeline's dead letters as JSON objects of [`COLUMNS`], oldest first.
+/// A Doris target must be reachable (`connect` run).
 async fn read_letters(
     file: &Path,
-    pipeline: &mut PipelineFile,
+    pipeline: &PipelineFile,
     limit: Option<usize>,
 ) -> anyhow::Result<Vec<serde_json::Value>> {
     let entry = pipeline.dead_letter.clone().with_context(|| {
@@ -101,17 +125,16 @@ async fn read_letters(
     let d = entry.config.as_any().downcast_ref::<DorisSink>().context("a [dead_letter] is a file or a Doris table")?;
     let target = d.table.clone().context("dead_letter.table: set the `db.table` of the dead letters")?;
     let (db, table) = target.split_once('.').context("dead_letter.table: expected `db.table`")?;
-    let _embedded = super::run::connect(file, pipeline).await?;
     let (name, section) = pipeline.doris(d.connection.as_deref()).map_err(|e| anyhow::anyhow!(e))?;
     let conn = crate::doris::DorisConnection::open(name, section).await?;
     let quote = crate::doris::scan::quote;
     let limit = if limit == usize::MAX { String::new() } else { format!(" LIMIT {limit}") };
     let sql = format!(
-        "SELECT {} FROM {}.{} WHERE pipeline = '{}' ORDER BY checkpoint, worker, seq{limit}",
+        "SELECT {} FROM {}.{} WHERE pipeline IN ('{name}', '{name}.replay') ORDER BY pipeline, checkpoint, worker, seq{limit}",
         COLUMNS.map(quote).join(", "),
         quote(db),
         quote(table),
-        pipeline.pipeline.name
+        name = pipeline.pipeline.name
     );
     let (_, rows) = match conn.client.query(db, &sql).await {
         Ok(r) => r,
@@ -135,4 +158,201 @@ async fn read_letters(
             serde_json::Value::Object(obj)
         })
         .collect())
+}
+
+/// Which dead letters `sluice dlq replay` sends back.
+#[derive(Debug, Default, Clone)]
+pub struct Selection {
+    /// Every letter not replayed yet.
+    pub all: bool,
+    /// Those refused by this transform or sink (`component`).
+    pub component: Option<String>,
+    /// Those of this stage: `plugin`, `route` or `doris`.
+    pub stage: Option<String>,
+    /// Those of this source table.
+    pub table: Option<String>,
+    /// These letters, each as `pipeline/checkpoint/worker/seq`.
+    pub letters: Vec<String>,
+}
+
+impl Selection {
+    fn is_empty(&self) -> bool {
+        !self.all && self.component.is_none() && self.stage.is_none() && self.table.is_none() && self.letters.is_empty()
+    }
+
+    fn takes(&self, l: &serde_json::Value) -> bool {
+        let is = |k: &str, want: &Option<String>| want.as_ref().is_none_or(|w| text(&l[k]) == *w);
+        is("component", &self.component)
+            && is("stage", &self.stage)
+            && is("source_table", &self.table)
+            && (self.letters.is_empty() || self.letters.contains(&key_of(l)))
+    }
+}
+
+/// `sluice dlq replay`: send the chosen dead letters back through the pipeline in `file`, from
+/// the entry that refused each on. The pipeline must not be running.
+pub fn replay(file: PathBuf, selection: Selection, quiet: bool) -> anyhow::Result<()> {
+    if selection.is_empty() {
+        anyhow::bail!(
+            "say which dead letters to replay: --all, or --component, --stage, --table, --letter (see `sluice dlq show`)"
+        );
+    }
+    let mut pipeline = load_file(&file)?;
+    let state_dir = state_dir_of(&file, &pipeline);
+    // The pipeline's own lock, held throughout: a replay shares its targets and dead letters.
+    let _lock = StateDir::open(&state_dir).map_err(|e| match e {
+        StateError::Locked { .. } => anyhow::anyhow!(
+            "{}: the pipeline is running (its state dir {} is in use); stop it, then replay its dead letters",
+            file.display(),
+            state_dir.display()
+        ),
+        e => e.into(),
+    })?;
+    let done = replayed(&state_dir)?;
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
+        let embedded = super::run::connect(&file, &mut pipeline).await?;
+        let result = replay_chosen(&file, &pipeline, &state_dir, &selection, &done, quiet).await;
+        if let Some(h) = embedded {
+            h.stop().await;
+        }
+        result
+    })
+}
+
+async fn replay_chosen(
+    file: &Path,
+    pipeline: &PipelineFile,
+    state_dir: &Path,
+    selection: &Selection,
+    done: &BTreeSet<String>,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let chosen: Vec<serde_json::Value> = read_letters(file, pipeline, None)
+        .await?
+        .into_iter()
+        .filter(|l| selection.takes(l) && !done.contains(&key_of(l)))
+        .collect();
+    // The letters of each refusing entry, in their order.
+    let mut by_component: Vec<(String, Vec<Letter>)> = Vec::new();
+    let mut skipped = 0;
+    for l in &chosen {
+        let component = text(&l["component"]);
+        let known = pipeline.transform.iter().map(|t| &t.name).chain(pipeline.sink.iter().map(|s| &s.name));
+        let letter = if known.into_iter().any(|n| *n == component) {
+            Letter::read(l)
+        } else {
+            Err((
+                key_of(l),
+                format!("it was refused by `{component}`, which is not a transform or sink of the pipeline"),
+            ))
+        };
+        match letter {
+            Ok(letter) => match by_component.iter_mut().find(|(c, _)| *c == component) {
+                Some((_, letters)) => letters.push(letter),
+                None => by_component.push((component, vec![letter])),
+            },
+            Err((key, why)) => {
+                skipped += 1;
+                eprintln!("dead letter {key} is not replayed: {why}");
+            }
+        }
+    }
+    if by_component.is_empty() {
+        eprintln!("no dead letters to replay ({} chosen, {skipped} cannot be replayed)", chosen.len());
+        return Ok(());
+    }
+    for (component, letters) in by_component {
+        let n = letters.len();
+        let dir = round_dir(&state_dir.join("replay").join(&component))?;
+        let id = StateDir::open(&dir)?.pipeline_id()?;
+        let mut copy = pipeline.clone();
+        copy.pipeline.parallelism = 1;
+        for entry in copy.sink.iter_mut().chain(copy.dead_letter.iter_mut()) {
+            own_labels(entry, &id);
+        }
+        let replay = Replay {
+            name: format!("{}.replay", pipeline.pipeline.name),
+            source: Named { name: LETTERS.into(), component: Arc::new(LetterSource::new(LETTERS, letters)) },
+            from_transform: pipeline.transform.iter().any(|t| t.name == component).then(|| component.clone()),
+        };
+        let placement = Placement {
+            state_dir: dir.clone(),
+            base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+            confinement: None,
+        };
+        let prepared = prepare_replay(file, copy, placement, replay).await?;
+        let (_stop, stop) = tokio::sync::watch::channel(false);
+        let opts = RunOptions { quiet, ..Default::default() };
+        let report = crate::runtime::run(&prepared, &opts, stop).await?;
+        let s = &prepared.stats;
+        use std::sync::atomic::Ordering::Relaxed;
+        eprintln!(
+            "replayed {n} dead letters refused by `{component}` (checkpoint {} of {}): {} rows written, {} dead letters again",
+            report.checkpoint,
+            dir.display(),
+            s.rows_written.load(Relaxed),
+            s.dead_letters.load(Relaxed),
+        );
+    }
+    if skipped > 0 {
+        eprintln!("{skipped} chosen dead letters cannot be replayed (see above)");
+    }
+    Ok(())
+}
+
+/// The state dir of the next replay of one entry's letters: the last round's while it has not
+/// finished (a replay stopped midway goes on), else a new one.
+fn round_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    let last = rounds(dir)?.into_iter().max();
+    let Some(last) = last else { return Ok(dir.join("1")) };
+    let finished = read_checkpoint(&dir.join(last.to_string()))?.is_some_and(|c| c.finished);
+    Ok(dir.join(if finished { last + 1 } else { last }.to_string()))
+}
+
+fn rounds(dir: &Path) -> anyhow::Result<Vec<u64>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok()).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    }
+}
+
+fn read_checkpoint(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
+    let p = dir.join("checkpoint.json");
+    match std::fs::read(&p) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| format!("{}: not a checkpoint", p.display()))?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+    }
+}
+
+/// Every dead letter a completed replay checkpoint delivered (`pipeline/checkpoint/worker/seq`).
+fn replayed(state_dir: &Path) -> anyhow::Result<BTreeSet<String>> {
+    let mut keys = BTreeSet::new();
+    let replay = state_dir.join("replay");
+    let components = match std::fs::read_dir(&replay) {
+        Ok(e) => e.filter_map(|e| Some(e.ok()?.path())).collect::<Vec<_>>(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(keys),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", replay.display())),
+    };
+    for component in components {
+        for round in rounds(&component)? {
+            let Some(cp) = read_checkpoint(&component.join(round.to_string()))? else { continue };
+            for position in cp.sources.get(LETTERS).into_iter().flatten() {
+                let r: Replayed = serde_json::from_value(position.clone()).unwrap_or_default();
+                keys.extend(r.replayed);
+            }
+        }
+    }
+    Ok(keys)
+}
+
+/// A Doris sink with its own `label_prefix` gets labels a replay's alone: the prefix and the
+/// replay's id (without one, the default prefix is the replay's already).
+fn own_labels(entry: &mut Entry<dyn SinkConfig>, id: &str) {
+    let Some(d) = entry.config.as_any().downcast_ref::<DorisSink>() else { return };
+    let Some(prefix) = &d.label_prefix else { return };
+    let mut d = d.clone();
+    d.label_prefix = Some(format!("{prefix}_replay_{id}"));
+    entry.config = Arc::new(d);
 }

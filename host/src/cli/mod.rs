@@ -134,9 +134,33 @@ enum DlqCommand {
         /// Show at most this many.
         #[arg(long)]
         limit: Option<usize>,
-        /// One JSON object per dead letter, as stored.
+        /// One JSON object per dead letter, as stored (and whether it was replayed).
         #[arg(long)]
         json: bool,
+    },
+    /// Send chosen dead letters back through the pipeline (after a fix), from the transform or
+    /// sink that refused each on; each once. The pipeline must be stopped.
+    Replay {
+        /// The pipeline file.
+        file: std::path::PathBuf,
+        /// Every dead letter not replayed yet.
+        #[arg(long)]
+        all: bool,
+        /// Those refused by this transform or sink (its name in the pipeline).
+        #[arg(long)]
+        component: Option<String>,
+        /// Those of this stage: plugin, route or doris.
+        #[arg(long)]
+        stage: Option<String>,
+        /// Those of this source table.
+        #[arg(long)]
+        table: Option<String>,
+        /// This letter, as `pipeline/checkpoint/worker/seq` (repeatable).
+        #[arg(long = "letter")]
+        letters: Vec<String>,
+        /// No status lines.
+        #[arg(long)]
+        quiet: bool,
     },
 }
 
@@ -159,6 +183,9 @@ pub fn main() -> ExitCode {
         Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Dlq(DlqCommand::Show { file, limit, json }) => dlq::show(file, limit, json),
+        Command::Dlq(DlqCommand::Replay { file, all, component, stage, table, letters, quiet }) => {
+            dlq::replay(file, dlq::Selection { all, component, stage, table, letters }, quiet)
+        }
         Command::MysqlSyncDatabase(args) | Command::SyncDatabase(SyncDatabase::Mysql(args)) => {
             sync::run(sync::Origin::Mysql, args, false)
         }

@@ -123,6 +123,36 @@ pub async fn prepare_in(
     placement: Placement,
     stats: Arc<Stats>,
 ) -> anyhow::Result<Prepared> {
+    prepare_with(file, pipeline, placement, stats, None).await
+}
+
+/// A run of part of a pipeline with another source: `sluice dlq replay`.
+pub struct Replay {
+    /// The run's name (its checkpoints', its dead letters').
+    pub name: String,
+    pub source: Named<Arc<dyn crate::runtime::Source>>,
+    /// The pipeline's transform its rows enter first; none: they go straight to the sinks.
+    pub from_transform: Option<String>,
+}
+
+/// [`prepare_in`] for a [`Replay`]: its source in place of the pipeline's, and of the
+/// pipeline's transforms only `from_transform` and those after it.
+pub async fn prepare_replay(
+    file: &Path,
+    pipeline: PipelineFile,
+    placement: Placement,
+    replay: Replay,
+) -> anyhow::Result<Prepared> {
+    prepare_with(file, pipeline, placement, Arc::new(Stats::default()), Some(replay)).await
+}
+
+async fn prepare_with(
+    file: &Path,
+    pipeline: PipelineFile,
+    placement: Placement,
+    stats: Arc<Stats>,
+    replay: Option<Replay>,
+) -> anyhow::Result<Prepared> {
     let state = Arc::new(StateDir::open(&placement.state_dir)?);
     let pipeline_id = state.pipeline_id()?;
     let ctx = BuildContext {
@@ -137,11 +167,25 @@ pub async fn prepare_in(
         plugins: OnceLock::new(),
     };
     let at = |section: &str, line: usize| format!("{}:{line}: {section}", file.display());
-    let entry = &pipeline.source[0];
-    let source = entry.config.build(&entry.name, &ctx).await.with_context(|| at("source", entry.line))?;
-    let mut transforms: Vec<Named<_>> =
-        source.implied_transforms().into_iter().map(|(name, component)| Named { name, component }).collect();
-    for t in &pipeline.transform {
+    let (name, source, mut transforms, first) = match replay {
+        None => {
+            let entry = &pipeline.source[0];
+            let source = entry.config.build(&entry.name, &ctx).await.with_context(|| at("source", entry.line))?;
+            let implied = source.implied_transforms().into_iter().map(|(name, component)| Named { name, component });
+            let source = Named { name: entry.name.clone(), component: source };
+            (pipeline.pipeline.name.clone(), source, implied.collect(), 0)
+        }
+        Some(r) => {
+            let first = match &r.from_transform {
+                None => pipeline.transform.len(),
+                Some(t) => pipeline.transform.iter().position(|e| &e.name == t).with_context(|| {
+                    format!("{}: the pipeline has no transform `{t}` (the pipeline file changed?)", file.display())
+                })?,
+            };
+            (r.name, r.source, Vec::new(), first)
+        }
+    };
+    for t in &pipeline.transform[first..] {
         let component = t.config.build(&t.name, &ctx).await.with_context(|| at("transform", t.line))?;
         transforms.push(Named { name: t.name.clone(), component });
     }
@@ -160,11 +204,11 @@ pub async fn prepare_in(
     let stats = ctx.stats.clone();
     Ok(Prepared {
         file: file.to_path_buf(),
-        name: pipeline.pipeline.name.clone(),
+        name,
         parallelism: pipeline.pipeline.parallelism as usize,
         checkpoint_interval: pipeline.pipeline.checkpoint_interval.0,
         state,
-        source: Named { name: entry.name.clone(), component: source },
+        source,
         transforms,
         sinks,
         dead_letter,

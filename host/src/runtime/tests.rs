@@ -537,7 +537,7 @@ async fn rows_a_transform_rejects_are_committed_once_as_dead_letters_and_the_res
     let seen = Arc::new(Seen::default());
     // A restart in the middle: the rows and dead letters of the interval it cuts are found again.
     *seen.fail_write_at.lock().unwrap() = Some(451);
-    let dead = crate::sinks::file::JsonLines::open(dir.path().join("dead.jsonl")).unwrap();
+    let dead = crate::sinks::file::JsonLines::open(dir.path().join("dead.jsonl"), "run1").unwrap();
     let path = dead.path().to_path_buf();
     let mut p = prepared(dir.path(), &seen);
     p.transforms = vec![Named { name: "reject".into(), component: Arc::new(RejectSevens) }];

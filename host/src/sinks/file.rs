@@ -2,12 +2,14 @@
 //! pipeline's `[dead_letter]`, and a sink for looking at what a pipeline produces.
 //!
 //! A writer keeps its rows of a checkpoint interval in memory and, at the barrier, writes them to
-//! a staged file `<file>.staged/<checkpoint>-<worker>.jsonl` (synced). Once the checkpoint is
-//! durable the committer appends each staged file to the file and removes it. The append is
-//! made repeatable by a redo note, `<file>.commit`, written first with the file's length: a
-//! commit that finds its note after a crash cuts the file back to that length and appends
-//! again, so no row is written twice or lost. Staged files of checkpoints that never completed
-//! are removed at the next start.
+//! a staged file `<file>.staged/<run id>-<checkpoint>-<worker>.jsonl` (synced; the run id is
+//! the state dir's pipeline id, so the runs of `sluice dlq replay` stage apart from the
+//! pipeline's). Once the checkpoint is durable the committer appends each staged file to the
+//! file and removes it. The append is made repeatable by a redo note, `<file>.commit`, written
+//! first with the file's length: whoever finds a note (a commit after a crash, the next append
+//! of any run) cuts the file back to that length and appends that staged file again, so no row
+//! is written twice or lost. A run's staged files of checkpoints that never completed are
+//! removed at its next start.
 //!
 //! Columns whose field carries the canonical Arrow extension `arrow.json` hold JSON text; they
 //! are written as JSON values, not as strings.
@@ -49,14 +51,17 @@ impl SinkConfig for FileSink {
 
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>> {
         let path = ctx.base_dir.join(&self.path);
-        Ok(Arc::new(JsonLines::open(path)?))
+        Ok(Arc::new(JsonLines::open(path, &ctx.pipeline_id)?))
     }
 }
 
 /// The sink: its file, and the directory of its staged files beside it.
+#[derive(Clone)]
 pub struct JsonLines {
     path: PathBuf,
     staged: PathBuf,
+    /// The run's id, which its staged files' names start with.
+    owner: String,
 }
 
 /// What a writer hands its committer: the staged file of one worker's checkpoint, if it wrote
@@ -74,13 +79,13 @@ struct Note {
 }
 
 impl JsonLines {
-    pub fn open(path: PathBuf) -> anyhow::Result<JsonLines> {
+    pub fn open(path: PathBuf, owner: &str) -> anyhow::Result<JsonLines> {
         let mut staged = path.clone().into_os_string();
         staged.push(".staged");
         let staged = PathBuf::from(staged);
         std::fs::create_dir_all(&staged)
             .with_context(|| format!("cannot create {} for the staged rows of {}", staged.display(), path.display()))?;
-        Ok(JsonLines { path, staged })
+        Ok(JsonLines { path, staged, owner: owner.to_string() })
     }
 
     /// The file rows are appended to.
@@ -94,41 +99,50 @@ impl JsonLines {
         PathBuf::from(p)
     }
 
+    fn read_note(&self) -> Option<Note> {
+        serde_json::from_slice(&std::fs::read(self.note_path()).ok()?).ok()
+    }
+
     /// Append `staged` to the file, once however often it is called.
     fn append(&self, staged: &Path) -> anyhow::Result<bool> {
-        let note_path = self.note_path();
-        let note: Option<Note> = match std::fs::read(&note_path) {
-            Ok(b) => serde_json::from_slice(&b).ok(),
-            Err(_) => None,
-        };
+        if let Some(note) = self.read_note() {
+            // An append under way when a run crashed: finish it first.
+            let again = self.redo(&note)?;
+            if note.staged == staged {
+                return Ok(again);
+            }
+        }
         if !staged.exists() {
             // Appended and removed by an earlier commit of the same checkpoint.
             return Ok(false);
         }
-        let mut file = std::fs::OpenOptions::new()
+        let length = self.open_file()?.metadata()?.len();
+        write_synced(&self.note_path(), &serde_json::to_vec(&Note { staged: staged.to_path_buf(), length })?)?;
+        self.redo(&Note { staged: staged.to_path_buf(), length })
+    }
+
+    /// The append of `note`: the file cut back to its length, its staged file appended and
+    /// removed, the note removed. Whether there was anything to append.
+    fn redo(&self, note: &Note) -> anyhow::Result<bool> {
+        let appended = note.staged.exists();
+        if appended {
+            let rows = std::fs::read(&note.staged).with_context(|| format!("cannot read {}", note.staged.display()))?;
+            let mut file = self.open_file()?;
+            file.set_len(note.length)?;
+            file.write_all(&rows)?;
+            file.sync_all()?;
+            std::fs::remove_file(&note.staged)?;
+        }
+        std::fs::remove_file(self.note_path())?;
+        Ok(appended)
+    }
+
+    fn open_file(&self) -> anyhow::Result<std::fs::File> {
+        std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)
-            .with_context(|| format!("cannot open {}", self.path.display()))?;
-        let length = match note {
-            // A crash interrupted this append: cut what it wrote and write it again.
-            Some(n) if n.staged == staged => {
-                file.set_len(n.length)?;
-                n.length
-            }
-            _ => {
-                let length = file.metadata()?.len();
-                write_synced(&note_path, &serde_json::to_vec(&Note { staged: staged.to_path_buf(), length })?)?;
-                length
-            }
-        };
-        let rows = std::fs::read(staged).with_context(|| format!("cannot read {}", staged.display()))?;
-        debug_assert_eq!(file.metadata()?.len(), length);
-        file.write_all(&rows)?;
-        file.sync_all()?;
-        std::fs::remove_file(staged)?;
-        std::fs::remove_file(&note_path)?;
-        Ok(true)
+            .with_context(|| format!("cannot open {}", self.path.display()))
     }
 }
 
@@ -146,7 +160,8 @@ impl Sink for JsonLines {
     }
 
     async fn writer(&self, ctx: WriterContext) -> anyhow::Result<Box<dyn SinkWriter>> {
-        Ok(Box::new(Writer { staged: self.staged.clone(), worker: ctx.worker, lines: Vec::new() }))
+        let prefix = format!("{}-", self.owner);
+        Ok(Box::new(Writer { staged: self.staged.clone(), prefix, worker: ctx.worker, lines: Vec::new() }))
     }
 
     fn committer(&self) -> &dyn Committer {
@@ -164,6 +179,8 @@ impl Sink for JsonLines {
 
 struct Writer {
     staged: PathBuf,
+    /// The run's id and a dash.
+    prefix: String,
     worker: usize,
     /// The interval's rows, one JSON object per line.
     lines: Vec<u8>,
@@ -179,7 +196,7 @@ impl SinkWriter for Writer {
         if self.lines.is_empty() {
             return Ok(serde_json::Value::Null);
         }
-        let staged = self.staged.join(format!("{checkpoint}-{}.jsonl", self.worker));
+        let staged = self.staged.join(format!("{}{checkpoint}-{}.jsonl", self.prefix, self.worker));
         let lines = std::mem::take(&mut self.lines);
         let path = staged.clone();
         tokio::task::spawn_blocking(move || write_synced(&path, &lines)).await??;
@@ -190,24 +207,31 @@ impl SinkWriter for Writer {
 #[async_trait]
 impl Committer for JsonLines {
     async fn commit(&self, _id: u64, committables: &[serde_json::Value]) -> anyhow::Result<u64> {
-        let mut appended = 0;
-        for c in committables.iter().filter(|c| !c.is_null()) {
-            let s: Staged = serde_json::from_value(c.clone()).context("a file sink's committable")?;
-            let this = JsonLines { path: self.path.clone(), staged: self.staged.clone() };
-            if tokio::task::spawn_blocking(move || this.append(&s.staged)).await?? {
-                appended += 1;
-            }
-        }
-        Ok(appended)
+        let staged = committables
+            .iter()
+            .filter(|c| !c.is_null())
+            .map(|c| Ok(serde_json::from_value::<Staged>(c.clone()).context("a file sink's committable")?.staged))
+            .collect::<anyhow::Result<Vec<PathBuf>>>()?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            staged.iter().try_fold(0, |appended, s| Ok(appended + u64::from(this.append(s)?)))
+        })
+        .await?
     }
 
     async fn recover(&self, _committed: &[serde_json::Value]) -> anyhow::Result<()> {
-        // The last checkpoint is committed by now: whatever is still staged never completed.
-        let staged = self.staged.clone();
+        // The last checkpoint is committed by now: whatever this run still has staged never
+        // completed. An append another run left unfinished is finished.
+        let this = self.clone();
         tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-            for entry in std::fs::read_dir(&staged)? {
+            if let Some(note) = this.read_note() {
+                this.redo(&note)?;
+            }
+            let prefix = format!("{}-", this.owner);
+            for entry in std::fs::read_dir(&this.staged)? {
                 let p = entry?.path();
-                if p.extension().is_some_and(|e| e == "jsonl") {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                if name.starts_with(&prefix) && name.ends_with(".jsonl") {
                     std::fs::remove_file(&p)?;
                 }
             }
@@ -217,10 +241,21 @@ impl Committer for JsonLines {
     }
 }
 
-/// Each row of `batch` as a JSON object on its own line (Arrow's JSON form of each value; nulls
-/// written out; `arrow.json` columns as JSON values).
+/// Each row of `batch` as a JSON object on its own line (see [`json_objects`]).
 pub fn json_lines(batch: &Batch, out: &mut Vec<u8>) -> anyhow::Result<()> {
-    let schema = batch.data.schema();
+    for row in json_objects(&batch.data)? {
+        serde_json::to_writer(&mut *out, &row)?;
+        out.push(b'\n');
+    }
+    Ok(())
+}
+
+/// Each row of `data` as a JSON object, column name → value: Arrow's JSON form of each value,
+/// nulls written out, `arrow.json` columns as JSON values rather than strings.
+pub fn json_objects(
+    data: &arrow::array::RecordBatch,
+) -> anyhow::Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+    let schema = data.schema();
     let json_columns: Vec<&str> = schema
         .fields()
         .iter()
@@ -230,10 +265,10 @@ pub fn json_lines(batch: &Batch, out: &mut Vec<u8>) -> anyhow::Result<()> {
     let mut writer = arrow::json::WriterBuilder::new()
         .with_explicit_nulls(true)
         .build::<_, arrow::json::writer::JsonArray>(Vec::new());
-    writer.write(&batch.data)?;
+    writer.write(data)?;
     writer.finish()?;
-    let rows: Vec<serde_json::Map<String, serde_json::Value>> = serde_json::from_slice(&writer.into_inner())?;
-    for mut row in rows {
+    let mut rows: Vec<serde_json::Map<String, serde_json::Value>> = serde_json::from_slice(&writer.into_inner())?;
+    for row in &mut rows {
         for name in &json_columns {
             if let Some(v) = row.get_mut(*name)
                 && let Some(text) = v.as_str()
@@ -241,10 +276,8 @@ pub fn json_lines(batch: &Batch, out: &mut Vec<u8>) -> anyhow::Result<()> {
                 *v = serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_string()));
             }
         }
-        serde_json::to_writer(&mut *out, &row)?;
-        out.push(b'\n');
     }
-    Ok(())
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -273,6 +306,12 @@ mod tests {
         WriterContext { worker, run: 1, checkpoint: 1 }
     }
 
+    /// The `id` of each row in the sink's file.
+    fn ids(sink: &JsonLines) -> Vec<i64> {
+        let text = std::fs::read_to_string(sink.path()).unwrap();
+        text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_i64().unwrap()).collect()
+    }
+
     #[test]
     fn json_columns_are_written_as_json() {
         let mut out = Vec::new();
@@ -283,7 +322,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_checkpoint_is_appended_once_however_often_it_is_committed() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = JsonLines::open(dir.path().join("dead.jsonl")).unwrap();
+        let sink = JsonLines::open(dir.path().join("dead.jsonl"), "run1").unwrap();
         let t = TableId::new("t");
         let mut w0 = sink.writer(ctx(0)).await.unwrap();
         let mut w1 = sink.writer(ctx(1)).await.unwrap();
@@ -300,7 +339,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_append_cut_short_by_a_crash_is_redone_not_doubled() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = JsonLines::open(dir.path().join("dead.jsonl")).unwrap();
+        let sink = JsonLines::open(dir.path().join("dead.jsonl"), "run1").unwrap();
         let t = TableId::new("t");
         let mut w = sink.writer(ctx(0)).await.unwrap();
         w.write(&t, &batch(&[1])).await.unwrap();
@@ -322,18 +361,41 @@ mod tests {
         drop(f);
         // The restart commits the last checkpoint again.
         assert_eq!(sink.commit(2, &second).await.unwrap(), 1);
-        let text = std::fs::read_to_string(sink.path()).unwrap();
-        let ids: Vec<i64> = text
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_i64().unwrap())
-            .collect();
-        assert_eq!(ids, vec![1, 2, 3]);
+        assert_eq!(ids(&sink), vec![1, 2, 3]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn another_runs_unfinished_append_is_finished_before_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipeline = JsonLines::open(dir.path().join("dead.jsonl"), "run1").unwrap();
+        let replay = JsonLines::open(dir.path().join("dead.jsonl"), "run2").unwrap();
+        let t = TableId::new("t");
+        let mut w = pipeline.writer(ctx(0)).await.unwrap();
+        w.write(&t, &batch(&[1, 2])).await.unwrap();
+        let interrupted = vec![w.prepare_commit(1).await.unwrap()];
+        // The pipeline's crash mid-append: its note written, a part of its rows appended.
+        let staged: Staged = serde_json::from_value(interrupted[0].clone()).unwrap();
+        write_synced(
+            &pipeline.note_path(),
+            &serde_json::to_vec(&Note { staged: staged.staged.clone(), length: 0 }).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(pipeline.path(), &std::fs::read(&staged.staged).unwrap()[..5]).unwrap();
+        // A replay's run starts (and leaves the pipeline's staged rows alone), then appends.
+        replay.recover(&[]).await.unwrap();
+        let mut r = replay.writer(ctx(0)).await.unwrap();
+        r.write(&t, &batch(&[3])).await.unwrap();
+        let own = vec![r.prepare_commit(1).await.unwrap()];
+        assert_eq!(replay.commit(1, &own).await.unwrap(), 1);
+        // The pipeline's restart commits its checkpoint again: nothing twice.
+        assert_eq!(pipeline.commit(1, &interrupted).await.unwrap(), 0);
+        assert_eq!(ids(&pipeline), vec![1, 2, 3]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rows_of_a_checkpoint_that_never_completed_are_dropped_at_the_next_start() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = JsonLines::open(dir.path().join("dead.jsonl")).unwrap();
+        let sink = JsonLines::open(dir.path().join("dead.jsonl"), "run1").unwrap();
         let mut w = sink.writer(ctx(0)).await.unwrap();
         w.write(&TableId::new("t"), &batch(&[1])).await.unwrap();
         let c = w.prepare_commit(1).await.unwrap();

@@ -6,6 +6,7 @@ pub mod datagen;
 pub mod doris;
 pub mod file;
 pub mod kafka;
+pub mod letters;
 pub mod mysql;
 pub mod postgres;
 

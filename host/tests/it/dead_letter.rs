@@ -90,6 +90,67 @@ async fn rows_a_plugin_rejects_go_to_the_dead_letter_file_with_its_reason_and_th
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
 
+/// `sluice dlq <args> <path>`: whether it succeeded, and its stderr.
+fn dlq(args: &[&str], path: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).arg("dlq").args(args).arg(path).output().unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_sends_the_chosen_letters_through_the_fixed_pipeline_each_once() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let dead = "[dead_letter]\ntype = \"file\"\npath = \"dead.jsonl\"\n";
+    let path = pipeline_file(dir.path(), &pipeline(&doris, 1000, 20_000, &rejecting(), dead));
+    run(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(tally(&doris), "900\t900\t1\t999\t0");
+    let key = |l: &serde_json::Value| {
+        format!("{}/{}/{}/{}", l["pipeline"].as_str().unwrap(), l["checkpoint"], l["worker"], l["seq"])
+    };
+    let keys: Vec<String> = letters(&dir.path().join("dead.jsonl")).iter().map(key).collect();
+    assert_eq!(keys.len(), 100);
+
+    let (ok, _, err) = dlq(&["replay"], &path);
+    assert!(!ok && err.contains("say which dead letters to replay: --all, or --component"), "{err}");
+    // Replayed before the fix, a letter is refused again: marked replayed, and a new letter of
+    // the pipeline `dlq.replay` takes its place.
+    let (ok, _, err) = dlq(&["replay", "--quiet", "--letter", &keys[0]], &path);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("replayed 1 dead letters refused by `wasm`")
+            && err.contains(": 0 rows written, 1 dead letters again"),
+        "{err}"
+    );
+    let now = letters(&dir.path().join("dead.jsonl"));
+    assert_eq!(now.len(), 101);
+    assert_eq!((now[100]["pipeline"].as_str(), &now[100]["record"]), (Some("dlq.replay"), &now[0]["record"]));
+
+    // The fix: the plugin lets every row through. Two chosen letters, then the rest of the plugin's.
+    std::fs::write(&path, pipeline(&doris, 1000, 20_000, &rejecting().replace("\"reject\"", "\"ok\""), dead)).unwrap();
+    let (ok, _, err) = dlq(&["replay", "--quiet", "--letter", &keys[1], "--letter", &keys[2]], &path);
+    assert!(
+        ok && err.contains("replayed 2 dead letters refused by `wasm`")
+            && err.contains(": 2 rows written, 0 dead letters again"),
+        "{err}"
+    );
+    assert_eq!(tally(&doris), "902\t902\t1\t999\t2");
+    let (ok, _, err) = dlq(&["replay", "--quiet", "--component", "wasm"], &path);
+    assert!(ok && err.contains("replayed 98 dead letters refused by `wasm`"), "{err}");
+    assert_eq!(tally(&doris), "1000\t1000\t1\t1000\t100");
+    // Nothing is sent twice.
+    let (ok, _, err) = dlq(&["replay", "--all"], &path);
+    assert!(ok && err.contains("no dead letters to replay (0 chosen"), "{err}");
+    assert_eq!(tally(&doris), "1000\t1000\t1\t1000\t100");
+    let (ok, out, _) = dlq(&["show", "--json"], &path);
+    assert!(ok);
+    let shown: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(shown.len(), 101);
+    assert!(shown.iter().all(|l| l["replayed"] == true), "{out}");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_table_in_doris_is_created_and_filled_in_the_same_checkpoints() {
     let doris = Doris::start().await;
@@ -141,6 +202,20 @@ async fn rows_routed_to_a_table_that_is_not_there_are_set_aside_with_doris_reaso
     let other = tempfile::tempdir().unwrap();
     let e = format!("{:#}", run(&pipeline_file(other.path(), &text)).await.unwrap_err());
     assert!(e.contains("table `test.missing`: "), "{e}");
+
+    // Replayed while the table is still missing, they are set aside again (as `dlq.replay`'s);
+    // once it is there, they are replayed into it, from the sink on.
+    let path = dir.path().join("pipeline.toml");
+    let (ok, _, err) = dlq(&["replay", "--quiet", "--stage", "route"], &path);
+    assert!(ok && err.contains(": 0 rows written, 500 dead letters again"), "{err}");
+    doris.sql(&TABLE.replace("test.valid", "test.missing"));
+    let (ok, _, err) = dlq(&["replay", "--quiet", "--stage", "route"], &path);
+    assert!(
+        ok && err.contains("replayed 500 dead letters refused by `doris`")
+            && err.contains(": 500 rows written, 0 dead letters again"),
+        "{err}"
+    );
+    assert_eq!(doris.sql("SELECT count(*), count(distinct id), sum(id % 2) FROM test.missing").join(""), "500\t500\t0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
