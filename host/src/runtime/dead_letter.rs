@@ -109,19 +109,12 @@ pub fn slice(batch: &Batch, offset: usize, len: usize) -> Batch {
     Batch { table: batch.table.clone(), data: batch.data.slice(offset, len), row_kinds }
 }
 
-/// Row `row` of `batch` as a JSON object (column name → value).
+/// Row `row` of `batch` as a JSON object (column name → value, nulls written out).
 pub fn row_json(batch: &Batch, row: usize) -> serde_json::Map<String, serde_json::Value> {
-    let one = batch.data.slice(row, 1);
-    let mut writer = arrow::json::ArrayWriter::new(Vec::new());
-    let parsed = writer.write(&one).and_then(|_| writer.finish()).ok().and_then(|_| {
-        serde_json::from_slice::<Vec<serde_json::Map<String, serde_json::Value>>>(&writer.into_inner()).ok()
-    });
-    let mut obj = parsed.and_then(|v| v.into_iter().next()).unwrap_or_default();
-    // Arrow's JSON writer leaves out nulls; a dead letter shows every column.
-    for f in one.schema().fields() {
-        obj.entry(f.name().clone()).or_insert(serde_json::Value::Null);
-    }
-    obj
+    crate::sinks::file::json_objects(&batch.data.slice(row, 1))
+        .ok()
+        .and_then(|rows| rows.into_iter().next())
+        .unwrap_or_default()
 }
 
 /// A dead letter for row `row` of `batch`.

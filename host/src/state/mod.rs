@@ -53,6 +53,9 @@ pub struct Checkpoint {
     pub committed: bool,
 }
 
+/// How long [`StateDir::open`] waits for a lock that is held.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// An open state dir, locked against a second process.
 #[derive(Debug)]
 pub struct StateDir {
@@ -71,12 +74,19 @@ impl StateDir {
             .write(true)
             .open(&lock_path)
             .map_err(|e| io(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(StateError::Locked { path: path.to_path_buf() }),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock_path, e)),
+        // A child process forked by this one (a plugin tool, a test server) shares the lock until
+        // it execs, so a lock just released can look held for a moment: wait up to a second.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => return Ok(StateDir { path: path.to_path_buf(), _lock: lock }),
+                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                Err(std::fs::TryLockError::WouldBlock) => return Err(StateError::Locked { path: path.to_path_buf() }),
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock_path, e)),
+            }
         }
-        Ok(StateDir { path: path.to_path_buf(), _lock: lock })
     }
 
     pub fn path(&self) -> &Path {

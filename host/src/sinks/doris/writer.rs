@@ -26,6 +26,7 @@ use arrow::array::BooleanArray;
 use arrow::compute::filter_record_batch;
 use bytes::Bytes;
 use flate2::write::GzEncoder;
+use futures::{StreamExt as _, TryStreamExt as _};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -450,57 +451,81 @@ impl DorisWriter {
         let rows = arrow::compute::concat_batches(&schema, sent.iter().map(|(b, _)| b))?;
         let signs: Vec<u8> = sent.iter().flat_map(|(_, s)| s.iter().copied()).collect();
         drop(sent);
-        let mut todo = vec![(0, rows.num_rows())];
-        while let Some((at, len)) = todo.pop() {
-            let part = rows.slice(at, len);
-            match self.part_load(target, &part, &signs[at..at + len], with_sign).await? {
-                Part::Loaded(txn) => self.precommitted.push(txn),
-                Part::Refused { label, reason } if len == 1 => {
-                    let kind = if signs[at] == 1 { RowKind::Delete } else { RowKind::Insert };
-                    let one = Batch { table: None, data: part, row_kinds: vec![kind] };
-                    let (db, table) = (&txn.db, &txn.table);
-                    let refusal = Refusal::Doris { label };
-                    self.letters.push(dead_letter::letter(&format!("{db}.{table}"), &one, 0, refusal, reason));
-                }
-                Part::Refused { .. } => {
-                    let half = len / 2;
-                    todo.push((at + half, len - half));
-                    todo.push((at, half));
+        let (db, table) = (txn.db.clone(), txn.table.clone());
+        // Round by round: the parts of a round are labelled and journaled together (one
+        // fsync), then loaded a few at a time; each part refused is split for the next round.
+        let mut round = vec![(0, rows.num_rows())];
+        while !round.is_empty() {
+            let labels: Vec<String> =
+                round.iter().map(|_| self.journal_label(target)).collect::<anyhow::Result<_>>()?;
+            self.sync_journal().await?;
+            let this = &*self;
+            let loads: Vec<_> = round
+                .iter()
+                .zip(labels)
+                .map(|(&(at, len), label)| {
+                    this.part_load(&db, &table, label, rows.slice(at, len), &signs[at..at + len], with_sign)
+                })
+                .collect();
+            let answers: Vec<Part> = futures::stream::iter(loads).buffered(PART_LOADS_AT_ONCE).try_collect().await?;
+            let mut next = Vec::new();
+            for ((at, len), answer) in round.into_iter().zip(answers) {
+                match answer {
+                    Part::Loaded(txn) => self.precommitted.push(txn),
+                    Part::Refused { label, reason } if len == 1 => {
+                        let kind = if signs[at] == 1 { RowKind::Delete } else { RowKind::Insert };
+                        let one = Batch { table: None, data: rows.slice(at, 1), row_kinds: vec![kind] };
+                        let refusal = Refusal::Doris { label };
+                        self.letters.push(dead_letter::letter(&format!("{db}.{table}"), &one, 0, refusal, reason));
+                    }
+                    Part::Refused { .. } => {
+                        let half = len / 2;
+                        next.push((at, half));
+                        next.push((at + half, len - half));
+                    }
                 }
             }
+            round = next;
         }
         Ok(())
     }
 
-    /// Load `rows` of `target` alone, pre-committed, refusing any bad row.
-    async fn part_load(
-        &mut self,
-        target: &str,
-        rows: &arrow::record_batch::RecordBatch,
-        signs: &[u8],
-        with_sign: bool,
-    ) -> anyhow::Result<Part> {
-        let settings = self.settings.clone();
+    /// A new label for a load of `target` in this checkpoint, journaled (not yet synced).
+    fn journal_label(&mut self, target: &str) -> anyhow::Result<String> {
         let ts = self.tables.get_mut(target).expect("a table with a load");
-        let label = settings.label(&ts.db, &ts.table, self.worker, self.checkpoint, self.run, ts.seq);
+        let label = self.settings.label(&ts.db, &ts.table, self.worker, self.checkpoint, self.run, ts.seq);
         ts.seq += 1;
-        let (db, table) = (ts.db.clone(), ts.table.clone());
         let entry = LabelEntry {
-            db: db.clone(),
-            table: table.clone(),
+            db: ts.db.clone(),
+            table: ts.table.clone(),
             label: label.clone(),
             checkpoint: self.checkpoint,
             run: self.run,
         };
         self.journal.append(&entry).map_err(|e| fatal(e.to_string()))?;
-        self.sync_journal().await?;
+        Ok(label)
+    }
+
+    /// Load `rows` into `db.table` alone, under the journaled `label`, pre-committed, refusing
+    /// any bad row.
+    async fn part_load(
+        &self,
+        db: &str,
+        table: &str,
+        label: String,
+        rows: arrow::record_batch::RecordBatch,
+        signs: &[u8],
+        with_sign: bool,
+    ) -> anyhow::Result<Part> {
+        let settings = &self.settings;
+        let (db, table) = (db.to_string(), table.to_string());
         let columns: Vec<String> = rows.schema().fields().iter().map(|f| f.name().clone()).collect();
-        let mut headers = load_headers(&settings, Some(&label), &columns, with_sign, true);
+        let mut headers = load_headers(settings, Some(&label), &columns, with_sign, true);
         headers.retain(|(k, _)| !k.eq_ignore_ascii_case("max_filter_ratio"));
         headers.push(("max_filter_ratio".into(), "0".into()));
         let mut body = Vec::new();
         let mut encoder = BodyEncoder::new(settings.format.clone());
-        encoder.write(rows, with_sign.then_some(signs), &mut body).map_err(fatal)?;
+        encoder.write(&rows, with_sign.then_some(signs), &mut body).map_err(fatal)?;
         encoder.finish(&mut body).map_err(fatal)?;
         let body = if settings.gzip { gzip(&body)? } else { body };
         let timeout = settings.read_timeout + Duration::from_secs(body.len() as u64 / (1 << 20));
@@ -540,40 +565,34 @@ impl DorisWriter {
             Some(url) => self.client.error_log(url, usize::MAX).await,
             None => String::new(),
         };
-        let mut logged = 0u64;
+        let letter = |reason: String, row: serde_json::Map<String, serde_json::Value>| DeadLetter {
+            table: target.clone(),
+            refusal: refusal.clone(),
+            reason,
+            row,
+            kind: String::new(),
+            columns: String::new(),
+            component: String::new(),
+        };
+        let mut letters = Vec::new();
         for line in log.lines().filter(|l| !l.trim().is_empty()) {
-            logged += 1;
             let reason = log_reason(line).unwrap_or(line).to_string();
             let src = line
                 .split_once(". src line [")
                 .or_else(|| line.split_once(". Row: "))
                 .map(|(_, s)| s.trim_end().trim_end_matches(';').trim_end().trim_end_matches(']').to_string());
             let row = [("src_line".to_string(), src.map_or(serde_json::Value::Null, Into::into))].into_iter().collect();
-            self.letters.push(DeadLetter {
-                table: target.clone(),
-                refusal: refusal.clone(),
-                reason,
-                row,
-                kind: String::new(),
-                columns: String::new(),
-                component: String::new(),
-            });
+            letters.push(letter(reason, row));
         }
+        let logged = letters.len() as u64;
         if done.filtered > logged {
             let reason = format!(
                 "Doris filtered {} rows of this load and its error log shows {logged}; the others cannot be named without two-phase commit (`enable_2pc = true`)",
                 done.filtered
             );
-            self.letters.push(DeadLetter {
-                table: target,
-                refusal,
-                reason,
-                row: Default::default(),
-                kind: String::new(),
-                columns: String::new(),
-                component: String::new(),
-            });
+            letters.push(letter(reason, Default::default()));
         }
+        self.letters.extend(letters);
     }
 
     /// The rows Doris filtered out since the last call.
@@ -958,6 +977,9 @@ struct Finished {
 }
 
 /// How a part of a load's rows fared alone (see [`DorisWriter::set_aside`]).
+/// How many loads of one round of [`Writer::set_aside`] are under way at once.
+const PART_LOADS_AT_ONCE: usize = 4;
+
 enum Part {
     Loaded(Txn),
     Refused { label: String, reason: String },
