@@ -9,7 +9,7 @@
 //! replayed and never sent again. Rows refused again become new dead letters, of the pipeline
 //! `<name>.replay`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,8 +19,8 @@ use crate::pipeline::{Entry, PipelineFile, Placement, Replay, SinkConfig, load_f
 use crate::runtime::{Named, RunOptions};
 use crate::sinks::doris::DorisSink;
 use crate::sinks::file::FileSink;
-use crate::sources::letters::{Letter, LetterSource, Replayed, key_of};
-use crate::state::{Checkpoint, StateDir, StateError};
+use crate::sources::letters::{Letter, LetterSource, Replayed, field_text, key_of};
+use crate::state::{StateDir, StateError, read_checkpoint};
 
 /// The name of a replay's source, in its checkpoints.
 const LETTERS: &str = "dead_letters";
@@ -46,7 +46,7 @@ const COLUMNS: [&str; 13] = [
 /// first; as stored (one JSON object per line) with `json`.
 pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<()> {
     let mut pipeline = load_file(&file)?;
-    let replayed = replayed(&state_dir_of(&file, &pipeline))?;
+    let replayed = History::of(&state_dir_of(&file, &pipeline))?.replayed;
     let letters = tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
         let in_doris = pipeline.dead_letter.as_ref().is_some_and(|d| d.config.as_any().is::<DorisSink>());
         let embedded = if in_doris { super::run::connect(&file, &mut pipeline).await? } else { None };
@@ -59,7 +59,7 @@ pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<(
     let mut stages = std::collections::BTreeMap::<String, usize>::new();
     let count = letters.len();
     for mut l in letters {
-        *stages.entry(text(&l["stage"])).or_default() += 1;
+        *stages.entry(field_text(&l["stage"])).or_default() += 1;
         let again = replayed.contains(&key_of(&l));
         if json {
             l["replayed"] = again.into();
@@ -67,17 +67,17 @@ pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<(
         } else {
             println!(
                 "{}  {} checkpoint {} worker {} #{}  {} {} ({})  {}: {}  {} {}{}",
-                text(&l["time"]),
-                text(&l["pipeline"]),
-                text(&l["checkpoint"]),
-                text(&l["worker"]),
-                text(&l["seq"]),
-                text(&l["stage"]),
-                text(&l["component"]),
-                text(&l["refused_by"]),
-                text(&l["source_table"]),
-                text(&l["reason"]),
-                text(&l["row_kind"]),
+                field_text(&l["time"]),
+                field_text(&l["pipeline"]),
+                field_text(&l["checkpoint"]),
+                field_text(&l["worker"]),
+                field_text(&l["seq"]),
+                field_text(&l["stage"]),
+                field_text(&l["component"]),
+                field_text(&l["refused_by"]),
+                field_text(&l["source_table"]),
+                field_text(&l["reason"]),
+                field_text(&l["row_kind"]),
                 l["record"],
                 if again { "  (replayed)" } else { "" },
             );
@@ -86,13 +86,6 @@ pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<(
     let by: Vec<String> = stages.iter().map(|(s, n)| format!("{n} {s}")).collect();
     eprintln!("{count} dead letters{}", if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) });
     Ok(())
-}
-
-fn text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// The pipeline's dead letters as JSON objects of [`COLUMNS`], oldest first.
@@ -181,7 +174,7 @@ impl Selection {
     }
 
     fn takes(&self, l: &serde_json::Value) -> bool {
-        let is = |k: &str, want: &Option<String>| want.as_ref().is_none_or(|w| text(&l[k]) == *w);
+        let is = |k: &str, want: &Option<String>| want.as_ref().is_none_or(|w| field_text(&l[k]) == *w);
         is("component", &self.component)
             && is("stage", &self.stage)
             && is("source_table", &self.table)
@@ -208,10 +201,10 @@ pub fn replay(file: PathBuf, selection: Selection, quiet: bool) -> anyhow::Resul
         ),
         e => e.into(),
     })?;
-    let done = replayed(&state_dir)?;
+    let history = History::of(&state_dir)?;
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
         let embedded = super::run::connect(&file, &mut pipeline).await?;
-        let result = replay_chosen(&file, &pipeline, &state_dir, &selection, &done, quiet).await;
+        let result = replay_chosen(&file, &pipeline, &state_dir, &selection, &history, quiet).await;
         if let Some(h) = embedded {
             h.stop().await;
         }
@@ -224,19 +217,19 @@ async fn replay_chosen(
     pipeline: &PipelineFile,
     state_dir: &Path,
     selection: &Selection,
-    done: &BTreeSet<String>,
+    history: &History,
     quiet: bool,
 ) -> anyhow::Result<()> {
     let chosen: Vec<serde_json::Value> = read_letters(file, pipeline, None)
         .await?
         .into_iter()
-        .filter(|l| selection.takes(l) && !done.contains(&key_of(l)))
+        .filter(|l| selection.takes(l) && !history.replayed.contains(&key_of(l)))
         .collect();
     // The letters of each refusing entry, in their order.
     let mut by_component: Vec<(String, Vec<Letter>)> = Vec::new();
     let mut skipped = 0;
     for l in &chosen {
-        let component = text(&l["component"]);
+        let component = field_text(&l["component"]);
         let known = pipeline.transform.iter().map(|t| &t.name).chain(pipeline.sink.iter().map(|s| &s.name));
         let letter = if known.into_iter().any(|n| *n == component) {
             Letter::read(l)
@@ -263,7 +256,7 @@ async fn replay_chosen(
     }
     for (component, letters) in by_component {
         let n = letters.len();
-        let dir = round_dir(&state_dir.join("replay").join(&component))?;
+        let dir = history.next_round(state_dir, &component);
         let id = StateDir::open(&dir)?.pipeline_id()?;
         let mut copy = pipeline.clone();
         copy.pipeline.parallelism = 1;
@@ -300,13 +293,51 @@ async fn replay_chosen(
     Ok(())
 }
 
-/// The state dir of the next replay of one entry's letters: the last round's while it has not
-/// finished (a replay stopped midway goes on), else a new one.
-fn round_dir(dir: &Path) -> anyhow::Result<PathBuf> {
-    let last = rounds(dir)?.into_iter().max();
-    let Some(last) = last else { return Ok(dir.join("1")) };
-    let finished = read_checkpoint(&dir.join(last.to_string()))?.is_some_and(|c| c.finished);
-    Ok(dir.join(if finished { last + 1 } else { last }.to_string()))
+/// What earlier replays of a pipeline did: the letters a completed replay checkpoint delivered
+/// (`pipeline/checkpoint/worker/seq`), and where the next replay of each entry's letters runs.
+struct History {
+    replayed: BTreeSet<String>,
+    /// Per refusing entry, the state dir of its next replay: the last round's while it has not
+    /// finished (a replay stopped midway goes on), else a new one.
+    next: BTreeMap<String, PathBuf>,
+}
+
+impl History {
+    fn of(state_dir: &Path) -> anyhow::Result<History> {
+        let mut history = History { replayed: BTreeSet::new(), next: BTreeMap::new() };
+        let replay = state_dir.join("replay");
+        let components = match std::fs::read_dir(&replay) {
+            Ok(e) => e.filter_map(|e| e.ok()).collect::<Vec<_>>(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(history),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", replay.display())),
+        };
+        for component in components {
+            let (dir, name) = (component.path(), component.file_name().to_string_lossy().into_owned());
+            let mut last = None;
+            for round in rounds(&dir)? {
+                let cp = read_checkpoint(&dir.join(round.to_string()))?;
+                for position in cp.iter().flat_map(|cp| cp.sources.get(LETTERS)).flatten() {
+                    let r: Replayed = serde_json::from_value(position.clone()).unwrap_or_default();
+                    history.replayed.extend(r.replayed);
+                }
+                let finished = cp.is_some_and(|c| c.finished);
+                if last.is_none_or(|(l, _)| round > l) {
+                    last = Some((round, finished));
+                }
+            }
+            let next = match last {
+                Some((round, true)) => round + 1,
+                Some((round, false)) => round,
+                None => 1,
+            };
+            history.next.insert(name, dir.join(next.to_string()));
+        }
+        Ok(history)
+    }
+
+    fn next_round(&self, state_dir: &Path, component: &str) -> PathBuf {
+        self.next.get(component).cloned().unwrap_or_else(|| state_dir.join("replay").join(component).join("1"))
+    }
 }
 
 fn rounds(dir: &Path) -> anyhow::Result<Vec<u64>> {
@@ -315,36 +346,6 @@ fn rounds(dir: &Path) -> anyhow::Result<Vec<u64>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", dir.display())),
     }
-}
-
-fn read_checkpoint(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
-    let p = dir.join("checkpoint.json");
-    match std::fs::read(&p) {
-        Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| format!("{}: not a checkpoint", p.display()))?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
-    }
-}
-
-/// Every dead letter a completed replay checkpoint delivered (`pipeline/checkpoint/worker/seq`).
-fn replayed(state_dir: &Path) -> anyhow::Result<BTreeSet<String>> {
-    let mut keys = BTreeSet::new();
-    let replay = state_dir.join("replay");
-    let components = match std::fs::read_dir(&replay) {
-        Ok(e) => e.filter_map(|e| Some(e.ok()?.path())).collect::<Vec<_>>(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(keys),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", replay.display())),
-    };
-    for component in components {
-        for round in rounds(&component)? {
-            let Some(cp) = read_checkpoint(&component.join(round.to_string()))? else { continue };
-            for position in cp.sources.get(LETTERS).into_iter().flatten() {
-                let r: Replayed = serde_json::from_value(position.clone()).unwrap_or_default();
-                keys.extend(r.replayed);
-            }
-        }
-    }
-    Ok(keys)
 }
 
 /// A Doris sink with its own `label_prefix` gets labels a replay's alone: the prefix and the

@@ -34,11 +34,7 @@ impl Letter {
     /// `letter` of a dead-letter target (`dlq show --json`'s object) as a row to replay, or why
     /// it cannot be one.
     pub fn read(letter: &serde_json::Value) -> Result<Letter, (String, String)> {
-        let text = |k: &str| match &letter[k] {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Null => String::new(),
-            other => other.to_string(),
-        };
+        let text = |k: &str| field_text(&letter[k]);
         let key = key_of(letter);
         let columns = text("columns");
         if columns.is_empty() {
@@ -69,11 +65,18 @@ impl Letter {
 
 /// `pipeline/checkpoint/worker/seq` of a dead letter (`dlq show --json`'s object).
 pub fn key_of(letter: &serde_json::Value) -> String {
-    let part = |k: &str| match &letter[k] {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let part = |k: &str| field_text(&letter[k]);
     format!("{}/{}/{}/{}", part("pipeline"), part("checkpoint"), part("worker"), part("seq"))
+}
+
+/// A field of a dead letter as text: a string as it is, a missing field or null as nothing,
+/// anything else as JSON.
+pub fn field_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
 }
 
 /// Where a replay stands: the letters it has delivered.

@@ -124,22 +124,7 @@ impl StateDir {
 
     /// The last completed checkpoint, if any.
     pub fn checkpoint(&self) -> Result<Option<Checkpoint>, StateError> {
-        let p = self.path.join("checkpoint.json");
-        let bytes = match std::fs::read(&p) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(&p, e)),
-        };
-        let value: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| StateError::Corrupt { path: p.clone(), detail: e.to_string() })?;
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if version != u64::from(CHECKPOINT_VERSION) {
-            return Err(StateError::Corrupt {
-                path: p,
-                detail: format!("checkpoint format version {version}, this Sluice reads version {CHECKPOINT_VERSION}"),
-            });
-        }
-        serde_json::from_value(value).map(Some).map_err(|e| StateError::Corrupt { path: p, detail: e.to_string() })
+        read_checkpoint(&self.path)
     }
 
     /// Make `checkpoint` the last completed one, durably.
@@ -155,6 +140,27 @@ impl StateDir {
         let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
         Journal::open(self.path.join(format!("journal-{safe}.jsonl")))
     }
+}
+
+/// The last completed checkpoint of the state dir at `path`, if any, read without its lock (a
+/// look at a stopped pipeline's state, or at one whose lock this process already holds).
+pub fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, StateError> {
+    let p = path.join("checkpoint.json");
+    let bytes = match std::fs::read(&p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(&p, e)),
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| StateError::Corrupt { path: p.clone(), detail: e.to_string() })?;
+    let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+    if version != u64::from(CHECKPOINT_VERSION) {
+        return Err(StateError::Corrupt {
+            path: p,
+            detail: format!("checkpoint format version {version}, this Sluice reads version {CHECKPOINT_VERSION}"),
+        });
+    }
+    serde_json::from_value(value).map(Some).map_err(|e| StateError::Corrupt { path: p, detail: e.to_string() })
 }
 
 /// An append-only log of JSON lines that a component keeps in the state dir, e.g. the labels a
