@@ -281,7 +281,8 @@ async fn stream_load(
         if table.is_empty() {
             return rest_base("FAILED", "No table selected.");
         }
-        // Java's URI constructor percent-encodes the `@` of `user@default_cluster`.
+        // Java's URI constructor percent-encodes the `@` of `user@default_cluster`. The scheme is
+        // `http` even when the BE serves https: Doris' LoadAction builds it so.
         let location = format!(
             "http://{}%40default_cluster:{}@{}:{}{}?{}",
             userinfo_escape(&user),
@@ -542,8 +543,12 @@ async fn be_stream_load(
         // Doris logs the first `kMaxErrorNum` (50) rejected rows of a load; the count is exact.
         let logged = &outcome.errors[..outcome.errors.len().min(MAX_ERROR_LOG_ROWS)];
         let file = st.engine.store_error_log(logged.join("\n") + "\n");
-        reply.error_url =
-            Some(format!("http://{}:{}/api/_load_error_log?file={file}", st.info.host, st.info.be_http_port));
+        reply.error_url = Some(format!(
+            "{}://{}:{}/api/_load_error_log?file={file}",
+            st.info.scheme(),
+            st.info.host,
+            st.info.be_http_port
+        ));
     }
     let denominator = outcome.total - outcome.unselected;
     if denominator > 0 && outcome.filtered as f64 / denominator as f64 > opts.max_filter_ratio {

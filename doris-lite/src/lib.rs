@@ -18,6 +18,8 @@ pub mod persist;
 pub mod sql;
 pub mod storage;
 pub mod table_refs;
+#[cfg(feature = "test-ca")]
+pub mod test_ca;
 pub mod types;
 
 use std::collections::HashMap;
@@ -32,6 +34,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::engine::{Engine, EngineConfig};
 pub use crate::faults::{DebugPoint, DebugPointError, DebugPoints};
+pub use crate::net::TlsFiles;
 use crate::persist::WriteAheadLog;
 use crate::sql::{Executor, ServerInfo};
 
@@ -67,6 +70,10 @@ pub struct Config {
     /// counted, the transaction (2PC too) commits nothing. For measuring clients; the debug
     /// point `StreamLoad.discard` does the same per load.
     pub discard_stream_loads: bool,
+    /// Serve the FE and BE HTTP ports and Arrow Flight SQL over TLS with this certificate
+    /// (Doris' `enable_https` and Flight SQL's TLS), and offer it on the MySQL protocol
+    /// (`enable_ssl`: a client that asks for SSL gets it).
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for Config {
@@ -86,6 +93,7 @@ impl Default for Config {
             max_running_txn_per_db: e.max_running_txn_per_db,
             max_load_bytes: e.max_load_bytes,
             discard_stream_loads: false,
+            tls: None,
         }
     }
 }
@@ -113,6 +121,9 @@ pub enum StartError {
     /// The data dir could not be opened or replayed.
     #[error("data dir: {0}")]
     DataDir(String),
+    /// The TLS certificate or key could not be read.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// The entry point.
@@ -138,6 +149,9 @@ struct Services {
     flight: axum::Router,
     exec: Executor,
     users: Arc<HashMap<String, String>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// The MySQL protocol's: the same certificate, never asking for a client's.
+    mysql_tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Services {
@@ -147,10 +161,12 @@ impl Services {
         let (Some(fe), Some(be), Some(q), Some(fl)) = (it.next(), it.next(), it.next(), it.next()) else {
             return;
         };
-        set.spawn(net::serve_http(fe, self.fe.clone()));
-        set.spawn(net::serve_http(be, self.be.clone()));
-        set.spawn(mysql::serve(q, self.exec.clone(), self.users.clone()));
-        set.spawn(net::serve_http(fl, self.flight.clone()));
+        let acceptor = self.tls.clone().map(net::TlsAcceptor::from);
+        set.spawn(net::serve_http(fe, self.fe.clone(), acceptor.clone()));
+        set.spawn(net::serve_http(be, self.be.clone(), acceptor.clone()));
+        let mysql_acceptor = self.mysql_tls.clone().map(net::TlsAcceptor::from);
+        set.spawn(mysql::serve(q, self.exec.clone(), self.users.clone(), mysql_acceptor));
+        set.spawn(net::serve_http(fl, self.flight.clone(), acceptor));
     }
 }
 
@@ -206,6 +222,16 @@ async fn bind(host: &str, port: u16, what: &'static str) -> Result<TcpListener, 
 impl DorisLite {
     /// Binds the listeners, replays the data dir, and serves until [`Handle::stop`].
     pub async fn start(config: Config) -> Result<Handle, StartError> {
+        let (tls, mysql_tls) = match &config.tls {
+            Some(files) => {
+                let mysql = net::TlsFiles { client_ca: None, ..files.clone() };
+                (
+                    Some(Arc::new(net::server_config(files).map_err(StartError::Tls)?)),
+                    Some(Arc::new(net::server_config(&mysql).map_err(StartError::Tls)?)),
+                )
+            }
+            None => (None, None),
+        };
         let wal = match &config.data_dir {
             Some(d) => Some(WriteAheadLog::open(d).map_err(|e| StartError::DataDir(e.to_string()))?),
             None => None,
@@ -238,6 +264,7 @@ impl DorisLite {
             query_port: q_addr.port(),
             flight_port: fl_addr.port(),
             host: config.host.clone(),
+            tls: tls.is_some(),
         });
         let users: Arc<HashMap<String, String>> = Arc::new(config.users.iter().cloned().collect());
         let exec = Executor { engine: engine.clone(), info: info.clone() };
@@ -258,6 +285,8 @@ impl DorisLite {
             flight: flight::router(flight::FlightSql::new(exec.clone(), users.clone(), debug_points.clone())),
             exec,
             users,
+            tls,
+            mysql_tls,
         };
         let addrs = vec![fe_addr, be_addr, q_addr, fl_addr];
         let supervisor = tokio::spawn(supervise(services, addrs, vec![fe, be, q, fl], restart_rx));

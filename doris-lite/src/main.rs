@@ -46,6 +46,17 @@ struct Args {
     /// labels and 2PC work as usual (to measure a client, not doris-lite).
     #[arg(long)]
     discard_stream_loads: bool,
+    /// Serve the HTTP ports and Arrow Flight SQL over TLS with this PEM certificate chain
+    /// (with `--tls-key`).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this PEM CA on the HTTP ports and Arrow Flight SQL
+    /// (with `--tls-cert`).
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -78,6 +89,10 @@ async fn main() -> anyhow::Result<()> {
         precommit_timeout: std::time::Duration::from_secs(args.precommit_timeout_secs),
         label_keep: std::time::Duration::from_secs(args.label_keep_secs),
         discard_stream_loads: args.discard_stream_loads,
+        tls: match (args.tls_cert, args.tls_key) {
+            (Some(cert), Some(key)) => Some(doris_lite::TlsFiles { cert, key, client_ca: args.tls_client_ca }),
+            _ => None,
+        },
         ..Config::default()
     };
     let handle = DorisLite::start(config).await.context("starting doris-lite")?;

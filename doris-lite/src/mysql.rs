@@ -525,8 +525,15 @@ impl Connection {
     }
 }
 
-/// Accepts MySQL connections until the listener task is dropped (which closes them too).
-pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<String, String>>) {
+/// Accepts MySQL connections until the listener task is dropped (which closes them too). With
+/// `tls`, the greeting offers SSL (`CLIENT_SSL`) and a client that asks for it continues over TLS,
+/// as a Doris FE with `enable_ssl` serves it; a client that does not stays in plain text.
+pub async fn serve(
+    listener: TcpListener,
+    exec: Executor,
+    users: Arc<HashMap<String, String>>,
+    tls: Option<crate::net::TlsAcceptor>,
+) {
     crate::net::serve_tcp(listener, move |stream| {
         let _ = stream.set_nodelay(true);
         let id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
@@ -539,14 +546,23 @@ pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<Str
             prepared: HashMap::new(),
             next_statement: 1,
         };
+        let tls = tls.clone();
         async move {
-            let (r, w) = stream.into_split();
-            let w = ErrorCodeWriter::new(w);
-            let opts = IntermediaryOptions {
-                process_use_statement_on_query: true,
-                reject_connection_on_dbname_absence: false,
+            let result = match tls {
+                None => {
+                    let (r, w) = stream.into_split();
+                    run(conn, r, w).await
+                }
+                Some(acceptor) => {
+                    // The protocol runs over a pipe; `starttls` moves its bytes to and from the
+                    // socket, in TLS from the client's SSL request on.
+                    let (inner, outer) = tokio::io::duplex(64 * 1024);
+                    let (r, w) = tokio::io::split(inner);
+                    let (a, b) = tokio::join!(run(conn, r, w), starttls(stream, outer, acceptor));
+                    a.and(b)
+                }
             };
-            if let Err(e) = AsyncMysqlIntermediary::run_with_options(conn, r, w, &opts).await {
+            if let Err(e) = result {
                 tracing::debug!(error = %e, "mysql connection ended");
             }
         }
@@ -554,9 +570,105 @@ pub async fn serve(listener: TcpListener, exec: Executor, users: Arc<HashMap<Str
     .await
 }
 
+async fn run<R, W>(conn: Connection, r: R, w: W) -> io::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin,
+{
+    let w = ErrorCodeWriter::new(w);
+    let opts = IntermediaryOptions { process_use_statement_on_query: true, reject_connection_on_dbname_absence: false };
+    AsyncMysqlIntermediary::run_with_options(conn, r, w, &opts).await
+}
+
+/// `CLIENT_SSL` of the capability flags.
+const CLIENT_SSL: u32 = 0x0800;
+
+/// Moves a connection's packets between `socket` and the protocol's `pipe`: the greeting goes
+/// out offering SSL; a client's SSL request (a 32-byte handshake response with `CLIENT_SSL`)
+/// turns the socket into TLS, and the handshake response that follows in TLS reaches the protocol
+/// without the flag, as if the connection had been plain from the start.
+async fn starttls(
+    mut socket: tokio::net::TcpStream,
+    mut pipe: tokio::io::DuplexStream,
+    acceptor: crate::net::TlsAcceptor,
+) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut greeting = read_packet(&mut pipe).await?;
+    offer_ssl(&mut greeting)?;
+    socket.write_all(&greeting).await?;
+    let answer = read_packet(&mut socket).await?;
+    let asks_ssl = answer.len() == 4 + 32 && capabilities(&answer) & CLIENT_SSL != 0;
+    if !asks_ssl {
+        pipe.write_all(&answer).await?;
+        tokio::io::copy_bidirectional(&mut socket, &mut pipe).await?;
+        return Ok(());
+    }
+    let Some(mut tls) = crate::net::handshake(&acceptor, socket).await else {
+        return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "the client's TLS handshake failed"));
+    };
+    let mut response = read_packet(&mut tls).await?;
+    if response.len() < 8 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "handshake response too short"));
+    }
+    let caps = capabilities(&response) & !CLIENT_SSL;
+    response[4..8].copy_from_slice(&caps.to_le_bytes());
+    pipe.write_all(&response).await?;
+    tokio::io::copy_bidirectional(&mut tls, &mut pipe).await?;
+    Ok(())
+}
+
+/// One packet (its 4-byte header and payload) from `r`.
+async fn read_packet(r: &mut (impl tokio::io::AsyncRead + Unpin)) -> io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt as _;
+    let mut packet = vec![0u8; 4];
+    r.read_exact(&mut packet).await?;
+    let len = u32::from_le_bytes([packet[0], packet[1], packet[2], 0]) as usize;
+    packet.resize(4 + len, 0);
+    r.read_exact(&mut packet[4..]).await?;
+    Ok(packet)
+}
+
+/// The capability flags of a handshake response packet (its payload's first four bytes).
+fn capabilities(packet: &[u8]) -> u32 {
+    packet.get(4..8).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Sets `CLIENT_SSL` in the lower capability flags of a HandshakeV10 packet: after the protocol
+/// version, the NUL-terminated server version, the connection id (4) and the first 8 bytes of
+/// the salt and a filler byte.
+fn offer_ssl(greeting: &mut [u8]) -> io::Result<()> {
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, "not a HandshakeV10 greeting");
+    let payload = greeting.get_mut(4..).ok_or_else(bad)?;
+    if payload.first() != Some(&10) {
+        return Err(bad());
+    }
+    let nul = payload[1..].iter().position(|&b| b == 0).ok_or_else(bad)?;
+    let at = 1 + nul + 1 + 4 + 8 + 1;
+    let flags = payload.get_mut(at..at + 2).ok_or_else(bad)?;
+    flags[1] |= (CLIENT_SSL >> 8) as u8;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_greeting_offers_ssl_in_its_lower_capability_flags() {
+        // protocol 10, "5.7.99\0", connection id, 8 salt bytes, filler, flags 0xf7ff … (no SSL).
+        let mut payload = vec![10u8];
+        payload.extend_from_slice(b"5.7.99\0");
+        payload.extend_from_slice(&[1, 0, 0, 0]);
+        payload.extend_from_slice(&[7; 8]);
+        payload.push(0);
+        payload.extend_from_slice(&[0xff, 0xf7, 0x21, 0x02]);
+        let mut packet = vec![payload.len() as u8, 0, 0, 0];
+        packet.extend_from_slice(&payload);
+        offer_ssl(&mut packet).unwrap();
+        let at = 4 + 1 + 7 + 4 + 8 + 1;
+        assert_eq!(u16::from_le_bytes([packet[at], packet[at + 1]]), 0xffff);
+        assert!(offer_ssl(&mut [1, 0, 0, 0, 9]).is_err());
+    }
 
     #[test]
     fn marked_error_packets_get_their_code() {

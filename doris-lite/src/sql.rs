@@ -44,6 +44,15 @@ pub struct ServerInfo {
     pub flight_port: u16,
     /// Host to advertise.
     pub host: String,
+    /// Whether the HTTP ports serve TLS.
+    pub tls: bool,
+}
+
+impl ServerInfo {
+    /// The scheme of the HTTP ports' URLs.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
 }
 
 /// The Doris version string shown in `version_comment`.

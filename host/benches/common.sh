@@ -2,7 +2,7 @@
 # process on ephemeral ports, a virtualenv for Python clients, and small helpers.
 #
 # Before sourcing, set REPO (the repository root). Afterwards: $WORK (a temp dir removed on exit),
-# bench_binaries (sets $SLUICE and $DORIS), start_doris_lite [FLAG…] (sets $FE, $QPORT, $FPORT,
+# bench_binaries (sets $SLUICE and $DORIS), start_doris_lite [FLAG…] (sets $FE, $BE, $QPORT, $FPORT,
 # $DORIS_PID), bench_venv CHECK PKG… (sets $PY), sql, now, calc, median, best, and track PID (killed
 # on exit).
 
@@ -35,6 +35,7 @@ start_doris_lite() {
   track "$DORIS_PID"
   for _ in $(seq 1 100); do grep -q '^ready$' "$WORK/doris.out" 2>/dev/null && break; sleep 0.1; done
   FE="$(awk '/^fe_http /{print $2}' "$WORK/doris.out")"
+  BE="$(awk '/^be_http /{print $2}' "$WORK/doris.out")"
   QPORT="$(awk '/^query /{print $2}' "$WORK/doris.out" | sed 's/.*://')"
   FPORT="$(awk '/^flight_sql /{print $2}' "$WORK/doris.out" | sed 's/.*://')"
 }

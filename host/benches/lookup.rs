@@ -38,6 +38,7 @@ fn env_or(name: &str, default: usize) -> usize {
 async fn load_dimension(doris: &doris_lite::Handle) {
     let body: String = (0..DIM_ROWS).map(|i| format!("{}\tvalue-{i}\t{}\n", i * 10, i % 97)).collect();
     let url = format!("http://{}/api/dim/big/_stream_load", doris.be_http_addr());
+    sluice::doris::tls::install_provider();
     let resp = reqwest::Client::new()
         .put(url)
         .basic_auth("root", Some(""))

@@ -8,10 +8,13 @@
 #   SLUICE_BIN=… DORIS_LITE_BIN=… host/benches/pipeline_sink.sh    # skip the sluice/doris-lite build
 #   SLUICE_PLUGINS_TARGET_DIR=…                            # where the passthrough plugin is built
 #
-# Two doris-lites, one after the other: a storing one, then one started with
+# Three doris-lites, one after the other: a storing one, then one started with
 # --discard-stream-loads, which reads every body to the end and answers it (labels, 2PC) without
 # parsing or storing a row: doris-lite's parsing caps both clients on the storing one; against the
-# discarding one, each shows its own ceiling.
+# discarding one, each shows its own ceiling. Last, a storing one serving TLS (--tls-cert, a CA
+# made by openssl for the run): sluice with `enable_tls` and curl with `--cacert`, both over https
+# straight to the BE (the FE's 307 names the BE in plain http, which Sluice refuses), reported
+# beside the plain-HTTP figures.
 #
 # Against each, RUNS rounds; each round runs both clients, one after the other, and which goes first
 # alternates (round 1: sluice then curl, round 2: curl then sluice, …), so that neither always runs on
@@ -29,7 +32,7 @@
 # run is printed; then, per client, the MEDIAN over the RUNS runs of each figure (each column its
 # own median). Every ratio is of medians of rows/s: sluice / curl on each doris-lite, and
 # discarding / storing for each client. The load average at the end says how busy the machine was.
-# Needs: cargo, curl, mysql (or mariadb) CLI, awk, GNU time.
+# Needs: cargo, curl, mysql (or mariadb) CLI, awk, GNU time, openssl.
 set -euo pipefail
 
 ROWS="${1:-2000000}"
@@ -61,6 +64,12 @@ create_tables() {
   done
 }
 
+# The [doris] keys of a TLS run ($TLS_CA set): https straight to the BE, trusting $TLS_CA.
+tls_section() {
+  [ -n "$TLS_CA" ] || return 0
+  printf 'auto_redirect = false\nbenodes = ["%s"]\nenable_tls = true\ntls_ca_certificate_path = "%s"\n' "$BE" "$TLS_CA"
+}
+
 # write_pipeline DIR: the benchmark pipeline against $FE, in DIR (its state dir is DIR/.sluice).
 write_pipeline() {
   mkdir -p "$1"
@@ -72,6 +81,7 @@ checkpoint_interval = "5s"
 
 [doris]
 fenodes = ["$FE"]
+$(tls_section)
 
 [[source]]
 type = "datagen"
@@ -103,12 +113,12 @@ awk -v n="$ROWS" 'BEGIN {
 BYTES=$(stat -c %s "$WORK/data.csv")
 
 # check_rows MODE CLIENT TOLD ROUND: exits unless the run loaded $ROWS rows: counted in bench.CLIENT
-# on the storing doris-lite; on the discarding one, TOLD (what the client was told it loaded), with
-# bench.CLIENT empty.
+# on a storing doris-lite (plain or TLS); on the discarding one, TOLD (what the client was told it
+# loaded), with bench.CLIENT empty.
 check_rows() {
   local kept n
   kept=$(sql "SELECT count(*) FROM bench.$2")
-  if [ "$1" = storing ]; then n=$kept; else n=$3; fi
+  if [ "$1" != discarding ]; then n=$kept; else n=$3; fi
   if [ "$n" != "$ROWS" ] || { [ "$1" = discarding ] && [ "$kept" != 0 ]; }; then
     echo "FAILED: $1 doris-lite, $2 round $4: $n rows loaded, $kept kept; expected $ROWS loaded" >&2
     exit 1
@@ -154,11 +164,16 @@ run_sluice() {
 
 # run_curl MODE ROUND: `curl -T` of the CSV file into bench.curl at $FE, with a label of its own.
 run_curl() {
-  local out="$WORK/$1-$2-curl.out" t0 t1 status answered
+  local out="$WORK/$1-$2-curl.out" t0 t1 status answered url tls
   echo "$1 doris-lite, round $2: curl -T ($BYTES bytes, $FE)…" >&2
   t0=$(now)
+  if [ -n "$TLS_CA" ]; then
+    tls=(--cacert "$TLS_CA"); url="https://$BE/api/bench/curl/_stream_load"
+  else
+    tls=(); url="http://$FE/api/bench/curl/_stream_load"
+  fi
   curl -sS --location-trusted -u root: -H "label:curl_$1_$2" -H "column_separator:," \
-    -T "$WORK/data.csv" "http://$FE/api/bench/curl/_stream_load" >"$out"
+    "${tls[@]}" -T "$WORK/data.csv" "$url" >"$out"
   t1=$(now)
   status=$(sed -n 's/.*"Status": *"\([^"]*\)".*/\1/p' "$out" | head -1)
   [ "$status" = Success ] || { echo "FAILED: curl -T ($1 doris-lite, round $2): $(cat "$out")" >&2; exit 1; }
@@ -206,26 +221,48 @@ printf 'rows: %d, 5 columns; machine: %s cores; %d rounds per doris-lite, altern
   "$ROWS" "$(nproc)" "$RUNS"
 SLUICE_CACHE_DIR="$WORK/cache" "$SLUICE" plugin inspect "$PLUGIN" >/dev/null # compile the component once
 
-start_doris_lite
-create_tables
-bench storing
-report_medians storing
-s_rps=$(echo "$MED_SLUICE" | awk '{ print $2 }')
-c_rps=$(echo "$MED_CURL" | awk '{ print $2 }')
+# phase MODE TITLE [FLAG…]: a doris-lite started with FLAG… (the previous one stopped first, so it
+# holds no memory or CPU), both clients against it; sets P_SLUICE and P_CURL (median rows/s).
+phase() {
+  local mode="$1" title="$2"
+  shift 2
+  if [ -n "${DORIS_PID:-}" ]; then kill "$DORIS_PID" 2>/dev/null || true; wait "$DORIS_PID" 2>/dev/null || true; fi
+  start_doris_lite "$@"
+  create_tables
+  echo "$title"
+  bench "$mode"
+  report_medians "$mode"
+  P_SLUICE=$(echo "$MED_SLUICE" | awk '{ print $2 }')
+  P_CURL=$(echo "$MED_CURL" | awk '{ print $2 }')
+}
+
+TLS_CA=""
+phase storing "storing doris-lite:"
+s_rps=$P_SLUICE c_rps=$P_CURL
 printf 'sluice / curl throughput (medians): %.2f  (target >= 0.8)\n' "$(calc "$s_rps / $c_rps")"
 
-# The same against a doris-lite that discards what it receives. The storing one is stopped first,
-# so it holds no memory or CPU during this part.
-kill "$DORIS_PID" 2>/dev/null || true
-wait "$DORIS_PID" 2>/dev/null || true
-start_doris_lite --discard-stream-loads
-create_tables
-echo "discarding doris-lite (the sink's own ceiling: bodies read and dropped, 2PC as usual; no rows kept):"
-bench discarding
-report_medians discarding
-ds_rps=$(echo "$MED_SLUICE" | awk '{ print $2 }')
-dc_rps=$(echo "$MED_CURL" | awk '{ print $2 }')
+# The same against a doris-lite that discards what it receives.
+phase discarding "discarding doris-lite (the sink's own ceiling: bodies read and dropped, 2PC as usual; no rows kept):" \
+  --discard-stream-loads
+ds_rps=$P_SLUICE dc_rps=$P_CURL
 printf 'sluice / curl throughput, discarding doris-lite (medians): %.2f\n' "$(calc "$ds_rps / $dc_rps")"
 printf 'sluice, discarding / storing doris-lite (medians): %.2f;  curl, discarding / storing: %.2f\n' \
   "$(calc "$ds_rps / $s_rps")" "$(calc "$dc_rps / $c_rps")"
+
+# Over TLS: a storing doris-lite serving https with a certificate of a CA made for this run.
+PKI="$WORK/pki"
+mkdir -p "$PKI"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj "/CN=sluice bench CA" \
+  -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=127.0.0.1" \
+  -keyout "$PKI/server.key" -out "$PKI/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$PKI/ext"
+openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial -days 1 \
+  -extfile "$PKI/ext" -out "$PKI/server.pem" 2>/dev/null
+TLS_CA="$PKI/ca.pem"
+phase tls "storing doris-lite over TLS (both clients over https straight to the BE):" \
+  --tls-cert "$PKI/server.pem" --tls-key "$PKI/server.key"
+printf 'sluice / curl throughput over TLS (medians): %.2f\n' "$(calc "$P_SLUICE / $P_CURL")"
+printf 'over TLS / plain HTTP (medians, storing doris-lite): sluice %.2f;  curl %.2f\n' \
+  "$(calc "$P_SLUICE / $s_rps")" "$(calc "$P_CURL / $c_rps")"
 printf 'load average (1, 5, 15 min) at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -14,3 +14,4 @@ mod persistence;
 mod pymysql;
 mod rest;
 mod stream_load;
+mod tls;

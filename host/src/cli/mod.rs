@@ -178,6 +178,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = matches!(&cli.command, Command::Run { log_format, .. } if log_format == "json");
     init_logging(json);
+    crate::doris::tls::install_provider();
     let result = match cli.command {
         Command::Run { file, quiet, metrics_addr, .. } => run::run(file, quiet, metrics_addr),
         Command::Check { file } => run::check(file),

@@ -95,6 +95,7 @@ async fn call(url: &str, token_env: &str, request: Request) -> anyhow::Result<()
     let token = std::env::var(token_env)
         .with_context(|| format!("set the environment variable `{token_env}` to your API token"))?;
     let base = url.trim_end_matches('/');
+    crate::doris::tls::install_provider();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(180)).build()?;
     let call = match &request {
         Request::Submit(file) => {

@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 
+use super::tls::TlsSettings;
 use super::{Credentials, FeClient};
 use crate::pipeline::DorisSection;
 
@@ -15,6 +16,8 @@ pub struct DorisConnection {
     /// From `password` or `password_env`; never printed.
     pub password: String,
     pub client: FeClient,
+    /// `enable_tls`'s settings.
+    pub tls: Option<TlsSettings>,
 }
 
 impl DorisConnection {
@@ -29,11 +32,13 @@ impl DorisConnection {
                 .map_err(|e| anyhow::anyhow!(e))?
                 .unwrap_or_default(),
         };
-        let client = FeClient::new(
+        let tls = TlsSettings::of(&key, section);
+        let client = FeClient::with_tls(
             section.fenodes.addresses(),
             Credentials::new(section.username.clone(), password.clone()),
             section.request_connect_timeout.0,
             section.request_read_timeout.0,
+            tls.as_ref().map(TlsSettings::http_config).transpose()?.flatten(),
         )?;
         let client = if section.auto_redirect {
             client
@@ -48,7 +53,12 @@ impl DorisConnection {
             }
             client.with_backends(bes)
         };
-        Ok(DorisConnection { name: name.to_string(), section: section.clone(), password, client })
+        Ok(DorisConnection { name: name.to_string(), section: section.clone(), password, client, tls })
+    }
+
+    /// The TLS configuration of Arrow Flight SQL, when it goes over TLS.
+    pub fn flight_tls(&self) -> anyhow::Result<Option<tonic::transport::ClientTlsConfig>> {
+        Ok(self.tls.as_ref().map(TlsSettings::flight_config).transpose()?.flatten())
     }
 
     /// The FEs' Arrow Flight SQL addresses, the FE that answered last first: `port` when it is

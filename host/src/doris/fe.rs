@@ -151,6 +151,8 @@ pub struct FeClient {
     read_timeout: Duration,
     /// BE addresses loads go to directly (`auto_redirect = false`); empty = through the FE.
     backends: Vec<String>,
+    /// `https` with TLS, else `http`.
+    scheme: &'static str,
 }
 
 /// What the sink needs to know about a target table (`GET /api/{db}/{table}/_schema`).
@@ -181,13 +183,49 @@ impl FeClient {
         connect_timeout: Duration,
         read_timeout: Duration,
     ) -> Result<Self, DorisError> {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(connect_timeout)
-            .build()
-            .map_err(|e| DorisError::Connect { url: fenodes.join(","), detail: e.to_string() })?;
+        Self::with_tls(fenodes, credentials, connect_timeout, read_timeout, None)
+    }
+
+    /// [`FeClient::new`] over https with `tls` (every request, the BEs' too; a redirect to plain
+    /// http is refused).
+    pub fn with_tls(
+        fenodes: Vec<String>,
+        credentials: Credentials,
+        connect_timeout: Duration,
+        read_timeout: Duration,
+        tls: Option<rustls::ClientConfig>,
+    ) -> Result<Self, DorisError> {
+        super::tls::install_provider();
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut builder =
+            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).connect_timeout(connect_timeout);
+        if let Some(config) = tls {
+            builder = builder.tls_backend_preconfigured(config).https_only(true);
+        }
+        let http =
+            builder.build().map_err(|e| DorisError::Connect { url: fenodes.join(","), detail: e.to_string() })?;
         let fenodes = if fenodes.is_empty() { vec!["127.0.0.1:8030".to_string()] } else { fenodes };
-        Ok(Self { http, fenodes, current_fe: Arc::default(), credentials, read_timeout, backends: Vec::new() })
+        Ok(Self { http, fenodes, current_fe: Arc::default(), credentials, read_timeout, backends: Vec::new(), scheme })
+    }
+
+    /// Where a redirect from `from` to `location` goes, without the credentials it carries (they
+    /// are sent as a header). Over https, a redirect to plain http is refused: the load's data and
+    /// credentials would cross the network in clear.
+    fn follow(&self, from: &str, location: &str) -> Result<reqwest::Url, DorisError> {
+        let mut next = reqwest::Url::parse(location)
+            .map_err(|e| DorisError::Protocol { url: from.to_string(), detail: format!("bad Location: {e}") })?;
+        let _ = next.set_username("");
+        let _ = next.set_password(None);
+        if self.scheme == "https" && next.scheme() != "https" {
+            next.set_query(None);
+            return Err(DorisError::Protocol {
+                url: from.to_string(),
+                detail: format!(
+                    "redirected to {next}, plain http, although TLS is on; Sluice does not send data or credentials in clear: set `auto_redirect = false` and list the BEs' https addresses in `benodes`"
+                ),
+            });
+        }
+        Ok(next)
     }
 
     /// The FE that answered last (the first of `fenodes` before any did).
@@ -206,7 +244,7 @@ impl FeClient {
         let first = self.current_fe.load(Ordering::Relaxed);
         let mut failures = Vec::new();
         for i in (0..self.fenodes.len()).map(|k| (first + k) % self.fenodes.len()) {
-            let url = path.url(&self.fenodes[i])?;
+            let url = path.url(self.scheme, &self.fenodes[i])?;
             match request(&url).send().await {
                 Ok(resp) => {
                     self.current_fe.store(i, Ordering::Relaxed);
@@ -307,14 +345,14 @@ impl FeClient {
         let current = data.get("current_tso").and_then(|t| t.as_i64());
         let ms =
             data.get("current_tso_physical_time").and_then(|m| m.as_i64()).ok_or_else(|| DorisError::Protocol {
-                url: format!("http://{}/api/tso", self.fe()),
+                url: format!("{}://{}/api/tso", self.scheme, self.fe()),
                 detail: format!("no current_tso_physical_time in {data}"),
             })?;
         let (_, rows) = self
             .query("information_schema", &format!("SELECT FROM_UNIXTIME({ms} / 1000, '%Y-%m-%d %H:%i:%s')"))
             .await?;
         let time = rows.into_iter().next().and_then(|r| r.into_iter().next()).ok_or_else(|| DorisError::Protocol {
-            url: format!("http://{}/api/query", self.fe()),
+            url: format!("{}://{}/api/query", self.scheme, self.fe()),
             detail: "FROM_UNIXTIME returned no row".into(),
         })?;
         Ok((current, time))
@@ -447,11 +485,8 @@ impl FeClient {
             .get(LOCATION)
             .and_then(|l| l.to_str().ok())
             .ok_or_else(|| DorisError::Protocol { url: url.clone(), detail: "307 without a Location".into() })?;
-        let mut be = reqwest::Url::parse(location)
-            .map_err(|e| DorisError::Protocol { url: url.clone(), detail: format!("bad Location: {e}") })?;
         // The redirect carries the credentials in the userinfo; they go in a header instead.
-        let _ = be.set_username("");
-        let _ = be.set_password(None);
+        let mut be = self.follow(&url, location)?;
         be.set_query(None);
         Ok(be)
     }
@@ -473,7 +508,7 @@ impl FeClient {
             self.resolve_be(db, table).await?
         } else {
             let be = &self.backends[fastrand::usize(..self.backends.len())];
-            let url = ApiPath::new(["api", db, table, "_stream_load"]).url(be)?;
+            let url = ApiPath::new(["api", db, table, "_stream_load"]).url(self.scheme, be)?;
             reqwest::Url::parse(&url).map_err(|e| DorisError::Protocol { url, detail: e.to_string() })?
         };
         let url = be.to_string();
@@ -568,11 +603,7 @@ impl FeClient {
             let status = resp.status();
             if status.is_redirection() {
                 let location = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()).unwrap_or_default();
-                let mut next = reqwest::Url::parse(location)
-                    .map_err(|e| DorisError::Protocol { url: target.clone(), detail: format!("bad Location: {e}") })?;
-                let _ = next.set_username("");
-                let _ = next.set_password(None);
-                target = next.to_string();
+                target = self.follow(&target, location)?.to_string();
                 resp = put(&target).send().await.map_err(|e| connect_error(&target, e, self.read_timeout))?;
                 continue;
             }
@@ -609,9 +640,9 @@ impl<'a> ApiPath<'a> {
         self
     }
 
-    /// `http://{node}/{segment}/…[?query]`.
-    fn url(&self, node: &str) -> Result<String, DorisError> {
-        let mut url = format!("http://{node}");
+    /// `{scheme}://{node}/{segment}/…[?query]`.
+    fn url(&self, scheme: &str, node: &str) -> Result<String, DorisError> {
+        let mut url = format!("{scheme}://{node}");
         for segment in &self.segments {
             // URL parsers resolve `.` and `..` (escaped or not) instead of sending them.
             if matches!(*segment, "." | "..") {
@@ -667,7 +698,7 @@ fn connect_error(url: &str, e: reqwest::Error, timeout: Duration) -> DorisError 
 }
 
 /// `e` and its causes, `: `-separated (reqwest's own message alone says only "error sending request").
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut detail = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
@@ -736,24 +767,25 @@ mod tests {
     fn names_in_urls_are_escaped_as_one_path_segment() {
         let weird = "we ird/ta?ble#1";
         assert_eq!(
-            ApiPath::new(["api", "test", weird, "_stream_load"]).url("fe:8030").unwrap(),
+            ApiPath::new(["api", "test", weird, "_stream_load"]).url("http", "fe:8030").unwrap(),
             "http://fe:8030/api/test/we%20ird%2Fta%3Fble%231/_stream_load"
         );
         assert_eq!(
-            ApiPath::new(["api", "db 1", "_stream_load_2pc"]).url("fe:8030").unwrap(),
+            ApiPath::new(["api", "db 1", "_stream_load_2pc"]).url("http", "fe:8030").unwrap(),
             "http://fe:8030/api/db%201/_stream_load_2pc"
         );
         assert_eq!(
-            ApiPath::new(["api", "query", "default_cluster", "100%"]).url("fe:8030").unwrap(),
+            ApiPath::new(["api", "query", "default_cluster", "100%"]).url("http", "fe:8030").unwrap(),
             "http://fe:8030/api/query/default_cluster/100%25"
         );
         assert_eq!(
-            ApiPath::new(["api", "d", "表", "_schema"]).url("fe:8030").unwrap(),
+            ApiPath::new(["api", "d", "表", "_schema"]).url("http", "fe:8030").unwrap(),
             "http://fe:8030/api/d/%E8%A1%A8/_schema"
         );
         // The escaped URL parses back to the same segments.
         let url =
-            reqwest::Url::parse(&ApiPath::new(["api", "test", weird, "_query_plan"]).url("fe:8030").unwrap()).unwrap();
+            reqwest::Url::parse(&ApiPath::new(["api", "test", weird, "_query_plan"]).url("http", "fe:8030").unwrap())
+                .unwrap();
         assert_eq!(url.path_segments().unwrap().count(), 4);
         assert_eq!((url.query(), url.fragment()), (None, None));
     }
@@ -761,18 +793,18 @@ mod tests {
     #[test]
     fn ordinary_names_are_unchanged() {
         assert_eq!(
-            ApiPath::new(["api", "test", "student_trans-2.v1~x", "_stream_load"]).url("10.0.0.1:8030").unwrap(),
+            ApiPath::new(["api", "test", "student_trans-2.v1~x", "_stream_load"]).url("http", "10.0.0.1:8030").unwrap(),
             "http://10.0.0.1:8030/api/test/student_trans-2.v1~x/_stream_load"
         );
         assert_eq!(
-            ApiPath::new(["api", "backends"]).query("is_alive=true").url("fe:8030").unwrap(),
+            ApiPath::new(["api", "backends"]).query("is_alive=true").url("http", "fe:8030").unwrap(),
             "http://fe:8030/api/backends?is_alive=true"
         );
     }
 
     #[test]
     fn dot_names_are_refused_rather_than_resolved_away() {
-        let err = ApiPath::new(["api", "test", "..", "_stream_load"]).url("fe:8030").unwrap_err();
+        let err = ApiPath::new(["api", "test", "..", "_stream_load"]).url("http", "fe:8030").unwrap_err();
         assert!(err.to_string().starts_with("table `..`: "), "{err}");
     }
 }

@@ -7,6 +7,7 @@ pub mod fe;
 pub mod format;
 pub mod scan;
 mod text;
+pub mod tls;
 
 pub use connection::DorisConnection;
 pub use error::{DorisError, ERR_INCR_VISIBLE_WAIT_TIMEOUT, ERR_INCR_WINDOW_NOT_READY, TxnState};

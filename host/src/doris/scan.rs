@@ -9,7 +9,7 @@ use arrow_flight::Ticket;
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use super::{Credentials, DorisError};
 
@@ -46,14 +46,23 @@ fn protocol_error(url: &str, e: impl std::fmt::Display) -> DorisError {
 
 impl FlightReader {
     /// Connect to the Flight SQL service at `addr` (`host:port`) and log in.
-    pub async fn connect(addr: &str, credentials: &Credentials, timeout: Duration) -> Result<Self, DorisError> {
-        let url = format!("http://{addr}");
-        let channel = Endpoint::from_shared(url.clone())
-            .map_err(|e| protocol_error(&url, e))?
-            .connect_timeout(timeout)
-            .connect()
-            .await
-            .map_err(|e| DorisError::Connect { url: url.clone(), detail: format!("Arrow Flight SQL: {e}") })?;
+    /// With `tls`, over TLS (`https://`).
+    pub async fn connect(
+        addr: &str,
+        credentials: &Credentials,
+        timeout: Duration,
+        tls: Option<&ClientTlsConfig>,
+    ) -> Result<Self, DorisError> {
+        let url = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
+        let mut endpoint =
+            Endpoint::from_shared(url.clone()).map_err(|e| protocol_error(&url, e))?.connect_timeout(timeout);
+        if let Some(tls) = tls {
+            endpoint = endpoint.tls_config(tls.clone()).map_err(|e| protocol_error(&url, e))?;
+        }
+        let channel = endpoint.connect().await.map_err(|e| DorisError::Connect {
+            url: url.clone(),
+            detail: format!("Arrow Flight SQL: {}", super::fe::error_chain(&e)),
+        })?;
         let mut client = FlightSqlServiceClient::new(channel);
         client.handshake(&credentials.user, credentials.password()).await.map_err(|e| match flight_error(&url, e) {
             DorisError::Flight { status: tonic::Code::Unauthenticated | tonic::Code::PermissionDenied, .. } => {
@@ -71,10 +80,11 @@ impl FlightReader {
         addrs: &[String],
         credentials: &Credentials,
         timeout: Duration,
+        tls: Option<&ClientTlsConfig>,
     ) -> Result<Self, DorisError> {
         let mut failures = Vec::new();
         for addr in addrs {
-            match Self::connect(addr, credentials, timeout).await {
+            match Self::connect(addr, credentials, timeout, tls).await {
                 Err(DorisError::Connect { url, detail }) => failures.push((url, detail)),
                 other => return other,
             }

@@ -206,13 +206,18 @@ pub fn load_str_with(
         }
         connections.extend(granted.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
-    if let Some(d) = raw.doris {
+    let base = file.parent().unwrap_or(Path::new(""));
+    if let Some(mut d) = raw.doris {
+        d.resolve_paths(base);
         connections.insert(DEFAULT_DORIS.to_string(), Connection::Doris(d));
     }
     for (name, table) in &raw.connections {
         let section = format!("connections.{name}");
         let span = table.span();
-        let conn = read_connection(table.get_ref().clone()).map_err(|(k, m)| entry_error(&section, &span, k, m))?;
+        let mut conn = read_connection(table.get_ref().clone()).map_err(|(k, m)| entry_error(&section, &span, k, m))?;
+        if let Connection::Doris(d) = &mut conn {
+            d.resolve_paths(base);
+        }
         if name == DEFAULT_DORIS && connections.contains_key(DEFAULT_DORIS) {
             return Err(entry_error(
                 &section,
@@ -438,6 +443,46 @@ fn validate_doris(d: &DorisSection) -> Result<(), (String, String)> {
         && !url.starts_with("jdbc:mysql://")
     {
         return Err(("doris.jdbc_url".into(), format!("expected jdbc:mysql://host:port, got {url:?}")));
+    }
+    validate_tls(d)
+}
+
+fn validate_tls(d: &DorisSection) -> Result<(), (String, String)> {
+    if !d.enable_tls {
+        let set = [
+            ("tls_ca_certificate_path", d.tls_ca_certificate_path.is_some()),
+            ("tls_client_certificate_path", d.tls_client_certificate_path.is_some()),
+            ("tls_client_key_path", d.tls_client_key_path.is_some()),
+            ("tls_skip_hostname_verification", d.tls_skip_hostname_verification),
+            ("tls_excluded_protocols", !d.tls_excluded_protocols.is_empty()),
+        ];
+        if let Some((key, _)) = set.iter().find(|(_, on)| *on) {
+            return Err((format!("doris.{key}"), "TLS is off: set `enable_tls = true` too, or remove this key".into()));
+        }
+        return Ok(());
+    }
+    if d.fenodes.is_embedded() {
+        return Err((
+            "doris.enable_tls".into(),
+            "the embedded doris-lite serves plain HTTP; run `doris-lite --tls-cert … --tls-key …` and name its FE in `fenodes`".into(),
+        ));
+    }
+    match (&d.tls_client_certificate_path, &d.tls_client_key_path) {
+        (Some(_), None) => {
+            return Err(("doris.tls_client_key_path".into(), "a client certificate needs its private key".into()));
+        }
+        (None, Some(_)) => {
+            return Err(("doris.tls_client_certificate_path".into(), "a client key needs its certificate".into()));
+        }
+        _ => {}
+    }
+    if let Some(p) = d.tls_excluded_protocols.iter().find(|p| !matches!(p.as_str(), "http" | "arrowflight" | "mysql")) {
+        return Err((
+            "doris.tls_excluded_protocols".into(),
+            format!(
+                "{p:?} is not a protocol Sluice speaks to Doris over TLS; expected `http`, `mysql` or `arrowflight`"
+            ),
+        ));
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! with the same defaults. Unknown keys are errors.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -275,6 +275,49 @@ pub struct DorisSection {
     /// (`CREATE … IF NOT EXISTS`, UNIQUE keys).
     #[serde(default)]
     pub init_sql: Option<PathBuf>,
+    /// `doris.enable.tls`: https to the FEs and BEs, and Arrow Flight SQL and the MySQL protocol
+    /// over TLS.
+    #[serde(default)]
+    pub enable_tls: bool,
+    /// `doris.tls.ca-certificate-path`: the PEM CA certificates that sign Doris' certificates
+    /// (relative to the pipeline file); the system's roots without it.
+    #[serde(default)]
+    pub tls_ca_certificate_path: Option<PathBuf>,
+    /// A PEM client certificate chain, for a Doris that asks for one (with `tls_client_key_path`).
+    #[serde(default)]
+    pub tls_client_certificate_path: Option<PathBuf>,
+    /// The PEM private key of `tls_client_certificate_path`.
+    #[serde(default)]
+    pub tls_client_key_path: Option<PathBuf>,
+    /// `doris.tls.skip-hostname-verification`: check the certificate chain but not the name in
+    /// it (warned at every start; refused for Arrow Flight SQL, which fails closed).
+    #[serde(default)]
+    pub tls_skip_hostname_verification: bool,
+    /// `doris.tls.excluded-protocols`: protocols kept in plain text, of `http`, `mysql` and
+    /// `arrowflight`.
+    #[serde(default)]
+    pub tls_excluded_protocols: Vec<String>,
+}
+
+impl DorisSection {
+    /// Make the TLS file paths that are relative, relative to `base` (the directory of the file
+    /// that names them).
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for p in
+            [&mut self.tls_ca_certificate_path, &mut self.tls_client_certificate_path, &mut self.tls_client_key_path]
+                .into_iter()
+                .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+
+    /// Whether `protocol` (`http`, `mysql`, `arrowflight`) goes over TLS.
+    pub fn tls_for(&self, protocol: &str) -> bool {
+        self.enable_tls && !self.tls_excluded_protocols.iter().any(|p| p == protocol)
+    }
 }
 
 fn default_username() -> String {

@@ -209,10 +209,14 @@ impl ServerConfig {
         })?;
         let mut connections = BTreeMap::new();
         for (name, table) in raw.connections {
-            let conn = read_connection(table).map_err(|(key, m)| {
+            let mut conn = read_connection(table).map_err(|(key, m)| {
                 let key = key.map(|k| format!(".{k}")).unwrap_or_default();
                 anyhow::anyhow!("{at}: connections.{name}{key}: {m}")
             })?;
+            // TLS files are relative to the server file.
+            if let Connection::Doris(d) = &mut conn {
+                d.resolve_paths(path.parent().unwrap_or(Path::new("")));
+            }
             connections.insert(name, conn);
         }
         if let Some(h) = &raw.server.admin_token_sha256
@@ -291,6 +295,16 @@ mod tests {
     use super::*;
 
     const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+    #[test]
+    fn tls_files_of_a_connection_are_relative_to_the_server_file() {
+        let text = "[server]\nlisten = \"127.0.0.1:0\"\n[connections.dw]\ntype = \"doris\"\nfenodes = [\"127.0.0.1:8030\"]\nenable_tls = true\ntls_ca_certificate_path = \"certs/ca.pem\"\ntls_client_certificate_path = \"/etc/sluice/client.pem\"\ntls_client_key_path = \"client.key\"\n";
+        let c = ServerConfig::parse(Path::new("/srv/sluice/server.toml"), text).unwrap();
+        let Connection::Doris(d) = &c.connections["dw"] else { panic!("a doris connection") };
+        assert_eq!(d.tls_ca_certificate_path.as_deref(), Some(Path::new("/srv/sluice/certs/ca.pem")));
+        assert_eq!(d.tls_client_certificate_path.as_deref(), Some(Path::new("/etc/sluice/client.pem")));
+        assert_eq!(d.tls_client_key_path.as_deref(), Some(Path::new("/srv/sluice/client.key")));
+    }
 
     #[test]
     fn tenants_read_with_defaults_and_mistakes_name_the_key() {

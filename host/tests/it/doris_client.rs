@@ -82,7 +82,7 @@ async fn when_no_fe_answers_the_error_names_each_and_what_it_said() {
     assert!(text.ends_with("check `fenodes` / `benodes` and that Doris is up"), "{text}");
 
     let flight =
-        FlightReader::connect_any(&[a.clone(), b.clone()], &Credentials::new("root", ""), Duration::from_secs(2))
+        FlightReader::connect_any(&[a.clone(), b.clone()], &Credentials::new("root", ""), Duration::from_secs(2), None)
             .await
             .err()
             .expect("nothing listens");
@@ -157,7 +157,7 @@ async fn a_changelog_window_past_the_fes_clock_is_typed_by_dorises_code() {
     );
     let addr = doris.h().flight_sql_addr().to_string();
     let mut reader =
-        FlightReader::connect_any(&[closed_port(), addr], &Credentials::new("root", ""), Duration::from_secs(2))
+        FlightReader::connect_any(&[closed_port(), addr], &Credentials::new("root", ""), Duration::from_secs(2), None)
             .await
             .unwrap();
     let err = reader

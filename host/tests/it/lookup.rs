@@ -18,10 +18,10 @@ use crate::common::{Doris, batch, lines, pipeline_file};
 
 const DIM_CITY: &str = "CREATE TABLE dim.dim_city (city VARCHAR(32), level INT, province VARCHAR(32), country VARCHAR(32)) UNIQUE KEY(city) DISTRIBUTED BY HASH(city) BUCKETS 2";
 
-const FACT: &str = "id BIGINT, name VARCHAR(32), city VARCHAR(32)";
+pub(crate) const FACT: &str = "id BIGINT, name VARCHAR(32), city VARCHAR(32)";
 
 /// doris-lite with the seed's `dim.dim_city`.
-fn with_cities(doris: &Doris) {
+pub(crate) fn with_cities(doris: &Doris) {
     doris.sql("CREATE DATABASE dim");
     doris.sql(DIM_CITY);
     doris.sql(
@@ -417,7 +417,7 @@ async fn a_missing_table_or_column_is_named() {
     let doris = Doris::start().await;
     with_cities(&doris);
     let e = connect(&doris, "table = 'dim.nope'\nkeys = ['city']").await.err().unwrap().to_string();
-    assert!(e.starts_with("lookup in `dim.nope`: the dimension table cannot be read: "), "{e}");
+    assert!(e.starts_with("lookup in `dim.nope`: the dimension table cannot be read at "), "{e}");
     assert!(e.contains("Unknown table 'nope'"), "{e}");
     let e = connect(&doris, "table = 'dim.dim_city'\nkeys = ['town']").await.err().unwrap().to_string();
     assert_eq!(
@@ -443,7 +443,7 @@ async fn a_missing_table_or_column_is_named() {
     );
 }
 
-const ENRICHED: &str = "CREATE TABLE test.enriched (id BIGINT, name VARCHAR(32), city VARCHAR(32), province VARCHAR(32), country VARCHAR(32), city_level INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2";
+pub(crate) const ENRICHED: &str = "CREATE TABLE test.enriched (id BIGINT, name VARCHAR(32), city VARCHAR(32), province VARCHAR(32), country VARCHAR(32), city_level INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2";
 
 fn lookup_pipeline(doris: &Doris, dir: &Path) -> std::path::PathBuf {
     let port = doris.h().query_addr().port();
@@ -452,7 +452,7 @@ fn lookup_pipeline(doris: &Doris, dir: &Path) -> std::path::PathBuf {
 }
 
 /// The enriching pipeline with `doris_section` as its `[doris]`.
-fn lookup_pipeline_with(doris_section: &str, dir: &Path) -> std::path::PathBuf {
+pub(crate) fn lookup_pipeline_with(doris_section: &str, dir: &Path) -> std::path::PathBuf {
     let facts = dir.join("facts.json");
     std::fs::write(
         &facts,
@@ -564,7 +564,7 @@ async fn check_names_a_missing_dimension_table_and_prints_the_lookup() {
     let out = check(path.clone()).await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("transform: lookup in `dim.dim_city`: the dimension table cannot be read: "), "{stderr}");
+    assert!(stderr.contains("transform: lookup in `dim.dim_city`: the dimension table cannot be read at "), "{stderr}");
 
     doris.sql(DIM_CITY);
     let out = check(path).await.unwrap();

@@ -18,4 +18,5 @@ mod sandbox;
 mod serve;
 mod sink;
 mod stream_load;
+mod tls;
 mod transforms;

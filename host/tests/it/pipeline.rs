@@ -359,6 +359,7 @@ async fn metrics_are_served_in_prometheus_text_with_the_connectors_names() {
             .and_then(|v| v.parse().ok())
     };
     let mut text = String::new();
+    sluice::doris::tls::install_provider();
     for _ in 0..300 {
         text = reqwest::get(&url).await.unwrap().text().await.unwrap();
         if loaded_of(&text).unwrap_or(0) > 0 && histogram_count(&text, "checkpoint_duration_seconds") > 0 {

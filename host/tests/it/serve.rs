@@ -132,7 +132,10 @@ impl Serve {
             child: Some(child),
             log,
             url: format!("http://{addr}"),
-            http: reqwest::Client::new(),
+            http: {
+                sluice::doris::tls::install_provider();
+                reqwest::Client::new()
+            },
         }
     }
 

@@ -30,6 +30,8 @@ pub struct DorisTable {
     pub conn: Arc<DorisConnection>,
     /// The FEs' Arrow Flight SQL addresses, in the order to try them.
     pub flight_addrs: Vec<String>,
+    /// Arrow Flight SQL over TLS (`enable_tls`).
+    pub flight_tls: Option<tonic::transport::ClientTlsConfig>,
     pub table: TableId,
     pub db: String,
     pub name: String,
@@ -43,7 +45,9 @@ impl DorisTable {
     /// A Flight SQL session with the FE.
     pub async fn flight(&self) -> anyhow::Result<FlightReader> {
         let timeout = self.conn.section.request_connect_timeout.0;
-        FlightReader::connect_any(&self.flight_addrs, self.conn.client.credentials(), timeout).await.map_err(transient)
+        FlightReader::connect_any(&self.flight_addrs, self.conn.client.credentials(), timeout, self.flight_tls.as_ref())
+            .await
+            .map_err(transient)
     }
 
     /// `read.field` as a quoted select list (`*` when absent).
@@ -98,12 +102,14 @@ impl SourceConfig for DorisSource {
         let offsets = match (&self.changelog.offset_table, &self.changelog.consumer_id) {
             (Some(table), Some(consumer)) => {
                 let url = conn.jdbc_url().context("changelog.offset_table")?;
-                Some(offsets::OffsetTable::new(url, &conn.section.username, &conn.password, table, consumer)?)
+                let ssl = conn.tls.as_ref().map(|t| t.mysql_config()).transpose()?.flatten();
+                Some(offsets::OffsetTable::new(url, &conn.section.username, &conn.password, table, consumer, ssl)?)
             }
             _ => None,
         };
         let mut source = DorisTable {
             config: self.clone(),
+            flight_tls: conn.flight_tls()?,
             conn,
             flight_addrs,
             table: TableId::new(self.table.as_str()),

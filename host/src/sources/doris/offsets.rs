@@ -32,7 +32,15 @@ fn literal(s: &str) -> String {
 
 impl OffsetTable {
     /// `jdbc_url` is `jdbc:mysql://host:port`; `table` is `db.tbl`.
-    pub fn new(jdbc_url: &str, user: &str, password: &str, table: &str, consumer: &str) -> anyhow::Result<Self> {
+    /// With `ssl`, over TLS.
+    pub fn new(
+        jdbc_url: &str,
+        user: &str,
+        password: &str,
+        table: &str,
+        consumer: &str,
+        ssl: Option<mysql_async::SslOpts>,
+    ) -> anyhow::Result<Self> {
         let (host, port) = crate::transforms::lookup::fetch::host_port(jdbc_url).map_err(|e| anyhow::anyhow!("{e}"))?;
         let (db, tbl) = table.split_once('.').context("changelog.offset_table: expected `db.table`")?;
         let opts = mysql_async::OptsBuilder::default()
@@ -42,6 +50,7 @@ impl OffsetTable {
             .pass(Some(password.to_string()))
             .prefer_socket(false)
             .stmt_cache_size(0)
+            .ssl_opts(ssl)
             .pool_opts(
                 mysql_async::PoolOpts::default()
                     .with_constraints(mysql_async::PoolConstraints::new(0, 1).expect("0 <= 1")),

@@ -66,8 +66,13 @@ impl Dimension {
             .as_deref()
             .ok_or_else(|| LookupError::Config("a lookup needs `doris.jdbc_url` (jdbc:mysql://host:9030)".into()))?;
         let (host, port) = host_port(url)?;
+        let at = format!("{host}:{port}");
         let constraints = mysql_async::PoolConstraints::new(0, connections.max(1))
             .ok_or_else(|| LookupError::Config("invalid connection pool size".into()))?;
+        let ssl = match crate::doris::tls::TlsSettings::of("doris", doris) {
+            Some(tls) => tls.mysql_config().map_err(|e| LookupError::Config(format!("{e:#}")))?,
+            None => None,
+        };
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(host)
             .tcp_port(port)
@@ -75,6 +80,7 @@ impl Dimension {
             .pass(Some(password.to_string()))
             .prefer_socket(false)
             .stmt_cache_size(0)
+            .ssl_opts(ssl)
             .pool_opts(mysql_async::PoolOpts::default().with_constraints(constraints));
         let (db, name) = cfg.table.split_once('.').unwrap_or(("", cfg.table.as_str()));
         let mut dim = Dimension {
@@ -93,7 +99,7 @@ impl Dimension {
                 LookupError::Query { message, .. } => message,
                 other => other.to_string(),
             };
-            LookupError::Describe { table: cfg.table.clone(), message }
+            LookupError::Describe { table: cfg.table.clone(), at: at.clone(), message }
         })?;
         let mut columns = Vec::new();
         for row in described {

@@ -38,8 +38,8 @@ use fetch::Dimension;
 pub enum LookupError {
     #[error("lookup: {0}")]
     Config(String),
-    #[error("lookup in `{table}`: the dimension table cannot be read: {message}")]
-    Describe { table: String, message: String },
+    #[error("lookup in `{table}`: the dimension table cannot be read at {at}: {message}")]
+    Describe { table: String, at: String, message: String },
     #[error("lookup in `{table}`: the dimension table has no column `{column}`; its columns are {columns}")]
     NoDimensionColumn { table: String, column: String, columns: String },
     #[error("lookup in `{table}`: the stream has no column `{column}`; its columns are {columns}")]
