@@ -35,6 +35,9 @@ pkg-config --exists mysqlclient 2>/dev/null || missing+=(default-libmysqlclient-
 # The PostgreSQL source's tests start their own server (wal_level = logical) from its binaries.
 command -v psql >/dev/null || missing+=(postgresql-client)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# The cluster's tests run etcd (3 members); its client crate compiles etcd's protocol with protoc.
+command -v etcd >/dev/null || missing+=(etcd-server)
+command -v protoc >/dev/null || missing+=(protobuf-compiler)
 # The live view of `sluice serve` is tested in Debian's headless Chromium.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -67,6 +70,11 @@ npm_dir() { local dir=$1; shift; mkdir -p "$dir" && echo '{"private": true}' > "
 venv="${SLUICE_VENV:-/var/tmp/sluice-venv}"
 install_into "$venv" "playwright==1.65.2" pip_venv
 export SLUICE_PLAYWRIGHT_PYTHON="$venv/bin/python"
+
+# The cluster's checkpoints are tested against an S3 server: moto's.
+clustervenv="${SLUICE_CLUSTER_VENV:-/var/tmp/sluice-cluster-venv}"
+install_into "$clustervenv" "moto[server]==5.2.6" pip_venv
+export SLUICE_MOTO_SERVER="$clustervenv/bin/moto_server"
 
 # Python plugins are built with componentize-py; the Python guest SDK's tests check its Arrow IPC
 # codec against pyarrow.

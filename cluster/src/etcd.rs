@@ -1,0 +1,389 @@
+//! Membership, leader election and fencing on etcd v3.
+//!
+//! Keys, under the pipeline's namespace `<ns>`:
+//! - `<ns>/members/<id>`: one per live process, attached to its lease;
+//! - `<ns>/leader/…`: the election (etcd's election API); the leader's key's creation revision
+//!   is its epoch;
+//! - `<ns>/counter`: the last checkpoint number handed out;
+//! - `<ns>/latest`: the last published checkpoint — the commit point.
+
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
+use tokio::sync::watch;
+
+use crate::{ClusterError, Result};
+
+/// `etcd://host:port[,host:port…][/]` → the members' gRPC addresses (`http://host:port`).
+pub fn parse_etcd_url(url: &str) -> Result<Vec<String>> {
+    let bad = |detail: &str| ClusterError::Address { url: url.to_string(), detail: detail.to_string() };
+    let rest = url.strip_prefix("etcd://").ok_or_else(|| bad("write it as etcd://host:port[,host:port…]"))?;
+    let hosts = rest.trim_end_matches('/');
+    if hosts.contains('/') || hosts.contains('@') {
+        return Err(bad("only host:port pairs separated by commas may follow etcd://"));
+    }
+    let endpoints: Vec<String> =
+        hosts.split(',').map(str::trim).filter(|h| !h.is_empty()).map(|h| format!("http://{h}")).collect();
+    if endpoints.is_empty() {
+        return Err(bad("no etcd member given"));
+    }
+    for e in &endpoints {
+        let port = e.rsplit_once(':').map(|(_, p)| p).unwrap_or("");
+        if port.parse::<u16>().is_err() {
+            return Err(bad(&format!("`{}` needs a port (etcd's client port is usually 2379)", &e[7..])));
+        }
+    }
+    Ok(endpoints)
+}
+
+/// How long a gRPC call to etcd may take before it counts as failed.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn etcd_err(endpoints: &str) -> impl Fn(etcd_client::Error) -> ClusterError + '_ {
+    move |e| ClusterError::Etcd { endpoints: endpoints.to_string(), detail: e.to_string() }
+}
+
+/// Whether an etcd call failed because the member it went to did not answer (the next attempt
+/// may reach another).
+fn unanswered(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => {
+            // A connection that broke mid-call comes back as `Unknown` with the transport's error.
+            s.code() == tonic::Code::Unavailable
+                || std::error::Error::source(s).is_some_and(|e| e.is::<tonic::transport::Error>())
+        }
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        _ => false,
+    }
+}
+
+/// Run an etcd call, asking again for about five seconds while members do not answer: with one
+/// member of three down, a later attempt goes to another. Every call Sluice makes may be asked
+/// twice (gets, puts of the same value, guarded transactions whose guard a first success fails).
+async fn call<T, F, Fut>(endpoints: &str, f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    use backon::Retryable;
+    let policy = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(1))
+        .with_max_times(10)
+        .with_total_delay(Some(Duration::from_secs(5)));
+    f.retry(policy).when(unanswered).await.map_err(etcd_err(endpoints))
+}
+
+/// `txn`, asked again while members do not answer; whether its guard held.
+async fn txn(client: &Client, endpoints: &str, txn: Txn) -> Result<bool> {
+    call(endpoints, || {
+        let mut client = client.clone();
+        let txn = txn.clone();
+        async move { client.txn(txn).await.map(|r| r.succeeded()) }
+    })
+    .await
+}
+
+/// The key-values at `key` (with `opts`), asked again while members do not answer.
+async fn get(
+    client: &Client,
+    endpoints: &str,
+    key: &str,
+    opts: Option<GetOptions>,
+) -> Result<Vec<etcd_client::KeyValue>> {
+    call(endpoints, || {
+        let mut client = client.clone();
+        let (key, opts) = (key.to_string(), opts.clone());
+        async move { client.get(key, opts).await.map(|mut r| r.take_kvs()) }
+    })
+    .await
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// This process in the cluster: a lease kept alive, and its member key.
+pub struct Member {
+    client: Client,
+    endpoints: String,
+    namespace: String,
+    id: String,
+    lease: i64,
+    lost: watch::Receiver<bool>,
+    keepalive: tokio::task::JoinHandle<()>,
+}
+
+impl Member {
+    /// Join the cluster at `endpoints` under `namespace` as `id`, with a lease of `ttl` (whole
+    /// seconds, at least 2) that a task keeps alive.
+    pub async fn join(endpoints: &[String], namespace: &str, id: &str, ttl: Duration) -> Result<Member> {
+        let shown = endpoints.join(",");
+        let joined = shown.clone();
+        let err = etcd_err(&joined);
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(3))
+            .with_timeout(CALL_TIMEOUT)
+            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+        let mut client = Client::connect(endpoints, Some(options)).await.map_err(&err)?;
+        let ttl_s = ttl.as_secs().max(2) as i64;
+        let lease = call(&shown, || {
+            let mut client = client.clone();
+            async move { client.lease_grant(ttl_s, None).await }
+        })
+        .await?
+        .id();
+        let key = format!("{namespace}/members/{id}");
+        let put = Txn::new().when([Compare::version(key.as_str(), CompareOp::Equal, 0)]).and_then([TxnOp::put(
+            key.as_str(),
+            id,
+            Some(etcd_client::PutOptions::new().with_lease(lease)),
+        )]);
+        // A failed guard after a retry may be this very put: the key then carries this lease.
+        if !txn(&client, &shown, put).await?
+            && get(&client, &shown, &key, None).await?.first().map(|kv| kv.lease()) != Some(lease)
+        {
+            let _ = client.lease_revoke(lease).await;
+            return Err(ClusterError::Etcd {
+                endpoints: shown,
+                detail: format!(
+                    "another process is a member as `{id}` already; give each process its own name (a StatefulSet's pod name), or wait for that one's lease ({ttl_s}s) to expire"
+                ),
+            });
+        }
+        let (lost_tx, lost) = watch::channel(false);
+        let keepalive = tokio::spawn(keep_alive(client.clone(), lease, Duration::from_secs(ttl_s as u64), lost_tx));
+        Ok(Member {
+            client,
+            endpoints: shown,
+            namespace: namespace.to_string(),
+            id: id.to_string(),
+            lease,
+            lost,
+            keepalive,
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Turns true once the lease is gone (expired, revoked) or could not be confirmed for its
+    /// whole TTL; this process is then no longer a member and must stop what it leads.
+    pub fn lost(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
+    }
+
+    /// The members alive now, by id.
+    pub async fn members(&self) -> Result<Vec<String>> {
+        let prefix = format!("{}/members/", self.namespace);
+        let kvs = get(&self.client, &self.endpoints, &prefix, Some(GetOptions::new().with_prefix())).await?;
+        Ok(kvs.iter().map(|kv| text(kv.value())).collect())
+    }
+
+    /// Wait until this member leads the pipeline; its [`Leadership`] carries the epoch.
+    pub async fn campaign(&self) -> Result<Leadership> {
+        let name = format!("{}/leader", self.namespace);
+        loop {
+            if *self.lost.borrow() {
+                return Err(ClusterError::Etcd {
+                    endpoints: self.endpoints.clone(),
+                    detail: format!("the lease of member `{}` expired while it waited to lead", self.id),
+                });
+            }
+            // etcd holds a campaign until the leaders before it are gone; a call that times out
+            // meanwhile is asked again (the same lease keeps its place in the queue).
+            let mut client = self.client.clone();
+            let resp = match client.campaign(name.as_str(), self.id.as_str(), self.lease).await {
+                Ok(resp) => resp,
+                Err(etcd_client::Error::GRpcStatus(s))
+                    if matches!(
+                        s.code(),
+                        tonic::Code::DeadlineExceeded | tonic::Code::Cancelled | tonic::Code::Unavailable
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(etcd_err(&self.endpoints)(e)),
+            };
+            let leader = resp.leader().ok_or_else(|| ClusterError::Etcd {
+                endpoints: self.endpoints.clone(),
+                detail: "the election answered without a leader key".into(),
+            })?;
+            return Ok(Leadership {
+                client: self.client.clone(),
+                endpoints: self.endpoints.clone(),
+                namespace: self.namespace.clone(),
+                member: self.id.clone(),
+                key: leader.key().to_vec(),
+                epoch: leader.rev(),
+            });
+        }
+    }
+
+    /// The current leader's id and epoch, if there is one.
+    pub async fn leader(&self) -> Result<Option<(String, i64)>> {
+        current_leader(&self.client, &self.namespace, &self.endpoints).await
+    }
+
+    /// Leave the cluster: revoke the lease (this member's keys, and its leadership, go with it).
+    pub async fn leave(self) {
+        self.keepalive.abort();
+        let mut client = self.client.clone();
+        let _ = client.lease_revoke(self.lease).await;
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
+}
+
+async fn current_leader(client: &Client, namespace: &str, endpoints: &str) -> Result<Option<(String, i64)>> {
+    let prefix = format!("{namespace}/leader/");
+    // The election's leader is the key of the lowest creation revision under its prefix.
+    let opts = GetOptions::new()
+        .with_prefix()
+        .with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend)
+        .with_limit(1);
+    let kvs = get(client, endpoints, &prefix, Some(opts)).await?;
+    Ok(kvs.first().map(|kv| (text(kv.value()), kv.create_revision())))
+}
+
+/// Keep the lease alive at a third of its TTL; report it lost once etcd says it expired, or
+/// when no renewal has been confirmed for a whole TTL.
+async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::Sender<bool>) {
+    let every = ttl / 3;
+    let mut confirmed = tokio::time::Instant::now();
+    let mut renewals = None;
+    loop {
+        // Each renewal must be confirmed before the lease would run out since the last one.
+        let deadline = confirmed + ttl;
+        let renew = async {
+            if renewals.is_none() {
+                renewals = Some(client.lease_keep_alive(lease).await?);
+            }
+            let (keeper, stream) = renewals.as_mut().expect("just opened");
+            keeper.keep_alive().await?;
+            stream.message().await
+        };
+        match tokio::time::timeout_at(deadline, renew).await {
+            Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
+                confirmed = tokio::time::Instant::now();
+                tokio::time::sleep(every).await;
+            }
+            Ok(Ok(Some(_))) => {
+                tracing::error!("the cluster lease {lease:x} expired");
+                break;
+            }
+            Ok(Ok(None)) | Ok(Err(_)) => {
+                // The member it went to is gone: open the renewals again, elsewhere.
+                renewals = None;
+                tracing::warn!("renewing the cluster lease {lease:x} failed, trying again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(_) => {
+                tracing::error!("the cluster lease {lease:x} could not be renewed for {ttl:?}");
+                break;
+            }
+        }
+    }
+    let _ = lost.send(true);
+}
+
+/// This process leads the pipeline, for as long as its election key lives.
+pub struct Leadership {
+    client: Client,
+    endpoints: String,
+    namespace: String,
+    member: String,
+    key: Vec<u8>,
+    epoch: i64,
+}
+
+impl Leadership {
+    /// The epoch: the creation revision of this leader's election key. A later leader's is
+    /// always greater.
+    pub fn epoch(&self) -> i64 {
+        self.epoch
+    }
+
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// "This leader's key still exists, with its epoch": the guard of every decision.
+    fn guard(&self) -> Compare {
+        Compare::create_revision(self.key.clone(), CompareOp::Equal, self.epoch)
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.namespace)
+    }
+
+    async fn get_u64(&self, name: &str) -> Result<(Option<u64>, i64)> {
+        let key = self.key(name);
+        match get(&self.client, &self.endpoints, &key, None).await?.first() {
+            None => Ok((None, 0)),
+            Some(kv) => {
+                let n = text(kv.value()).parse::<u64>().map_err(|e| ClusterError::Corrupt {
+                    location: format!("etcd key {key}"),
+                    detail: e.to_string(),
+                })?;
+                Ok((Some(n), kv.version()))
+            }
+        }
+    }
+
+    /// The fenced error, saying who leads now.
+    async fn fenced(&self, what: &str) -> ClusterError {
+        let now = match current_leader(&self.client, &self.namespace, &self.endpoints).await {
+            Ok(Some((id, epoch))) => format!("`{id}` leads with epoch {epoch}"),
+            Ok(None) => "no one leads".to_string(),
+            Err(e) => format!("etcd cannot say who leads ({e})"),
+        };
+        ClusterError::Fenced { epoch: self.epoch, detail: format!("its election key is gone when it {what} ({now})") }
+    }
+
+    /// The last published checkpoint.
+    pub async fn latest(&self) -> Result<Option<u64>> {
+        Ok(self.get_u64("latest").await?.0)
+    }
+
+    /// Take the next checkpoint number from the counter, guarded by the epoch.
+    pub async fn next_checkpoint(&self) -> Result<u64> {
+        let key = self.key("counter");
+        loop {
+            let (last, version) = self.get_u64("counter").await?;
+            let next = last.unwrap_or(0) + 1;
+            let guarded = Txn::new()
+                .when([self.guard(), Compare::version(key.as_str(), CompareOp::Equal, version)])
+                .and_then([TxnOp::put(key.as_str(), next.to_string(), None)]);
+            if txn(&self.client, &self.endpoints, guarded).await? {
+                return Ok(next);
+            }
+            if !self.holds().await? {
+                return Err(self.fenced("took a checkpoint number").await);
+            }
+        }
+    }
+
+    /// Whether this leader's key still exists with its epoch.
+    pub async fn holds(&self) -> Result<bool> {
+        txn(&self.client, &self.endpoints, Txn::new().when([self.guard()])).await
+    }
+
+    /// Publish checkpoint `checkpoint` (`latest = checkpoint`), guarded by the epoch: the commit
+    /// point. Fails with [`ClusterError::Fenced`] if another leader has taken over.
+    pub async fn publish(&self, checkpoint: u64) -> Result<()> {
+        let key = self.key("latest");
+        let guarded =
+            Txn::new().when([self.guard()]).and_then([TxnOp::put(key.as_str(), checkpoint.to_string(), None)]);
+        if txn(&self.client, &self.endpoints, guarded).await? {
+            Ok(())
+        } else {
+            Err(self.fenced(&format!("published checkpoint {checkpoint}")).await)
+        }
+    }
+}

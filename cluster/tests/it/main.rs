@@ -1,0 +1,206 @@
+//! The cluster protocol against real servers: etcd (3 members) and an S3 server.
+
+mod servers;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use servers::{Etcd, S3};
+use sluice_cluster::{ClusterError, Coordinator, Manifest, Member, StateStore, store::MANIFEST_VERSION};
+
+fn install_tls_provider() {
+    #[allow(deprecated)]
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+const TTL: Duration = Duration::from_secs(2);
+
+fn manifest(checkpoint: u64, epoch: i64, leader: &str) -> Manifest {
+    Manifest {
+        version: MANIFEST_VERSION,
+        checkpoint,
+        epoch,
+        leader: leader.into(),
+        units: [("w0".to_string(), format!("state/{checkpoint:020}/w0"))].into(),
+        committables: serde_json::json!({"doris": [[{"label": format!("l-{checkpoint}")}]]}),
+    }
+}
+
+#[tokio::test]
+async fn one_leader_at_a_time_and_a_deposed_leader_decides_nothing() {
+    let etcd = Etcd::start(3);
+    let a = Member::join(&etcd.endpoints, "/sluice/p1", "a", TTL).await.unwrap();
+    let b = Member::join(&etcd.endpoints, "/sluice/p1", "b", TTL).await.unwrap();
+    let mut members = a.members().await.unwrap();
+    members.sort();
+    assert_eq!(members, ["a", "b"]);
+    // A second process under a name already taken is refused.
+    let e = Member::join(&etcd.endpoints, "/sluice/p1", "a", TTL).await.err().unwrap().to_string();
+    assert!(e.contains("another process is a member as `a` already"), "{e}");
+
+    let la = a.campaign().await.unwrap();
+    assert_eq!(a.leader().await.unwrap(), Some(("a".to_string(), la.epoch())));
+    let waiting = tokio::spawn(async move {
+        let lb = b.campaign().await.unwrap();
+        (b, lb)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "b leads while a does");
+    assert_eq!((la.next_checkpoint().await.unwrap(), la.next_checkpoint().await.unwrap()), (1, 2));
+    la.publish(2).await.unwrap();
+    assert_eq!(la.latest().await.unwrap(), Some(2));
+
+    // a's process is gone (its lease with it); what it left in memory is a zombie.
+    a.leave().await;
+    let (b, lb) = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("b leads within 10s").unwrap();
+    assert!(lb.epoch() > la.epoch(), "epochs grow: {} then {}", la.epoch(), lb.epoch());
+    let e = la.publish(3).await.unwrap_err();
+    assert!(e.is_fenced());
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "fenced: this process led epoch {} but its election key is gone when it published checkpoint 3 (`b` leads with epoch {}); it decides and commits nothing more (a newer leader goes on from the latest checkpoint)",
+            la.epoch(),
+            lb.epoch()
+        )
+    );
+    assert!(la.next_checkpoint().await.unwrap_err().is_fenced());
+    assert!(!la.holds().await.unwrap());
+    assert_eq!(lb.latest().await.unwrap(), Some(2), "the zombie's publish left no trace");
+    assert_eq!(lb.next_checkpoint().await.unwrap(), 3, "numbers are never handed out twice");
+    drop(b);
+}
+
+#[tokio::test]
+async fn losing_one_etcd_member_of_three_changes_nothing() {
+    let mut etcd = Etcd::start(3);
+    let ttl = Duration::from_secs(3);
+    let a = Member::join(&etcd.endpoints, "/sluice/p2", "a", ttl).await.unwrap();
+    let la = a.campaign().await.unwrap();
+    assert_eq!(la.next_checkpoint().await.unwrap(), 1);
+    etcd.kill(0);
+    // The lease lives on (renewed through the other members), and decisions still pass.
+    for n in 2..=4 {
+        assert_eq!(la.next_checkpoint().await.unwrap(), n);
+        la.publish(n).await.unwrap();
+        tokio::time::sleep(ttl / 2).await;
+    }
+    assert!(!*a.lost().borrow(), "the lease was lost with one etcd member of three down");
+    assert!(la.holds().await.unwrap());
+    assert_eq!(la.latest().await.unwrap(), Some(4));
+}
+
+/// What every store must do: create-only state and manifests, the label journal.
+async fn store_contract(store: &StateStore) {
+    let path = store.put_state(7, "w0", b"position 10".to_vec()).await.unwrap();
+    assert_eq!(path, "state/00000000000000000007/w0");
+    // The same bytes again (a retry) pass; other bytes are refused, and the state stays.
+    store.put_state(7, "w0", b"position 10".to_vec()).await.unwrap();
+    let e = store.put_state(7, "w0", b"position 99".to_vec()).await.unwrap_err().to_string();
+    assert!(e.contains("unit `w0` already has other state at checkpoint 7"), "{e}");
+    assert_eq!(&store.state(&path).await.unwrap()[..], b"position 10");
+
+    let first = manifest(7, 10, "a");
+    store.put_manifest(&first).await.unwrap();
+    store.put_manifest(&first).await.unwrap();
+    let e = store.put_manifest(&manifest(7, 12, "b")).await.unwrap_err();
+    assert!(matches!(e, ClusterError::ManifestTaken { checkpoint: 7, by: 10, .. }), "{e}");
+    assert_eq!(store.manifest(7).await.unwrap(), Some(first));
+    assert_eq!(store.manifest(8).await.unwrap(), None);
+
+    for (n, label) in [(3, "sluice_p_3_0"), (4, "sluice_p_4_0"), (5, "sluice_p_5_1"), (5, "sluice_p_5_0")] {
+        store.journal_label(n, label).await.unwrap();
+    }
+    store.journal_label(5, "sluice_p_5_0").await.unwrap();
+    assert_eq!(
+        store.labels_after(3).await.unwrap(),
+        [(4, "sluice_p_4_0".to_string()), (5, "sluice_p_5_0".to_string()), (5, "sluice_p_5_1".to_string())]
+    );
+    store.forget_labels(4).await.unwrap();
+    assert_eq!(store.labels_after(0).await.unwrap().len(), 2);
+    let e = store.journal_label(6, "../x").await.unwrap_err().to_string();
+    assert!(e.contains("label `../x` is not a Doris label"), "{e}");
+}
+
+#[tokio::test]
+async fn s3_state_and_manifests_are_create_only() {
+    install_tls_provider();
+    let s3 = S3::start("sluice-state");
+    store_contract(&s3.store("pipelines/p3")).await;
+}
+
+#[tokio::test]
+async fn a_local_directory_store_keeps_the_same_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(&format!("file://{}", dir.path().display())).unwrap();
+    store_contract(&store).await;
+    assert!(dir.path().join("manifests/00000000000000000007.json").is_file());
+}
+
+#[tokio::test]
+async fn a_new_leader_resumes_from_the_published_manifest_and_a_zombie_commits_nothing() {
+    install_tls_provider();
+    let etcd = Etcd::start(3);
+    let s3 = S3::start("sluice-takeover");
+    let a = Member::join(&etcd.endpoints, "/sluice/p4", "a", TTL).await.unwrap();
+    let b = Member::join(&etcd.endpoints, "/sluice/p4", "b", TTL).await.unwrap();
+    let ca = Coordinator { leadership: a.campaign().await.unwrap(), store: s3.store("p4") };
+    let waiting = tokio::spawn(async move {
+        let leadership = b.campaign().await.unwrap();
+        (b, leadership)
+    });
+
+    // Checkpoint 1 all the way through the commit point.
+    let n = ca.begin().await.unwrap();
+    ca.store.journal_label(n, "sluice_p4_1_0").await.unwrap();
+    let path = ca.store.put_state(n, "w0", b"{\"offset\": 100}".to_vec()).await.unwrap();
+    let m1 = ca.manifest(n, [("w0".to_string(), path)].into(), serde_json::json!(["sluice_p4_1_0"]));
+    ca.commit_point(&m1).await.unwrap();
+    ca.forget(n).await.unwrap();
+    // Checkpoint 2: labels opened, state written, then the leader stops before its commit point.
+    let n2 = ca.begin().await.unwrap();
+    ca.store.journal_label(n2, "sluice_p4_2_0").await.unwrap();
+    ca.store.journal_label(n2, "sluice_p4_2_1").await.unwrap();
+    let path2 = ca.store.put_state(n2, "w0", b"{\"offset\": 250}".to_vec()).await.unwrap();
+    a.leave().await;
+
+    let (_b, lb) = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("b leads").unwrap();
+    let cb = Coordinator { leadership: lb, store: s3.store("p4") };
+    let takeover = cb.takeover().await.unwrap();
+    assert_eq!(takeover.latest, Some(m1.clone()), "b resumes from checkpoint 1");
+    assert_eq!(takeover.open_labels, [(2, "sluice_p4_2_0".to_string()), (2, "sluice_p4_2_1".to_string())]);
+    assert_eq!(&cb.store.state(&takeover.latest.unwrap().units["w0"]).await.unwrap()[..], b"{\"offset\": 100}");
+
+    // The zombie wakes and finishes checkpoint 2: its manifest lands (N was its own), but its
+    // commit point fails, so nothing of it is ever committed or resumed from.
+    let m2 = ca.manifest(n2, [("w0".to_string(), path2)].into(), serde_json::json!(["sluice_p4_2_0"]));
+    let e = ca.commit_point(&m2).await.unwrap_err();
+    assert!(e.is_fenced(), "{e}");
+    assert_eq!(cb.leadership.latest().await.unwrap(), Some(1));
+    // b goes on with numbers above anything a took.
+    let n3 = cb.begin().await.unwrap();
+    assert_eq!(n3, 3);
+    let m3 = cb.manifest(n3, BTreeMap::new(), serde_json::json!([]));
+    cb.commit_point(&m3).await.unwrap();
+    assert_eq!(cb.leadership.latest().await.unwrap(), Some(3));
+    assert_eq!(cb.takeover().await.unwrap().latest.map(|m| m.leader), Some("b".to_string()));
+}
+
+#[tokio::test]
+async fn an_object_store_lost_during_a_manifest_write_publishes_nothing() {
+    install_tls_provider();
+    let etcd = Etcd::start(3);
+    let mut s3 = S3::start("sluice-down");
+    let a = Member::join(&etcd.endpoints, "/sluice/p5", "a", TTL).await.unwrap();
+    let c = Coordinator { leadership: a.campaign().await.unwrap(), store: s3.store("p5") };
+    let n = c.begin().await.unwrap();
+    c.commit_point(&c.manifest(n, BTreeMap::new(), serde_json::json!([]))).await.unwrap();
+    let n = c.begin().await.unwrap();
+    s3.kill();
+    let started = std::time::Instant::now();
+    let e = c.commit_point(&c.manifest(n, BTreeMap::new(), serde_json::json!([]))).await.unwrap_err();
+    let e = e.to_string();
+    assert!(e.starts_with(&format!("object store s3://sluice-down/p5/manifests/{n:020}.json: ")), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(40), "the failed write took {:?}", started.elapsed());
+    assert_eq!(c.leadership.latest().await.unwrap(), Some(1), "checkpoint {n} was published without its manifest");
+}
