@@ -227,7 +227,7 @@ impl Member {
     }
 
     /// Leave the cluster: revoke the lease (this member's keys, and its leadership, go with it).
-    pub async fn leave(self) {
+    pub async fn leave(&self) {
         self.keepalive.abort();
         let mut client = self.client.clone();
         let _ = client.lease_revoke(self.lease).await;
@@ -353,9 +353,20 @@ impl Leadership {
 
     /// Take the next checkpoint number from the counter, guarded by the epoch.
     pub async fn next_checkpoint(&self) -> Result<u64> {
-        let key = self.key("counter");
+        self.count("counter", "took a checkpoint number").await
+    }
+
+    /// Take the next run number, guarded by the epoch: every start of the pipeline, by any
+    /// leader, has its own (labels carry it).
+    pub async fn next_run(&self) -> Result<u64> {
+        self.count("runs", "took a run number").await
+    }
+
+    /// Increment the counter `name`, guarded by the epoch; returns its new value.
+    async fn count(&self, name: &str, what: &str) -> Result<u64> {
+        let key = self.key(name);
         loop {
-            let (last, version) = self.get_u64("counter").await?;
+            let (last, version) = self.get_u64(name).await?;
             let next = last.unwrap_or(0) + 1;
             let guarded = Txn::new()
                 .when([self.guard(), Compare::version(key.as_str(), CompareOp::Equal, version)])
@@ -364,9 +375,20 @@ impl Leadership {
                 return Ok(next);
             }
             if !self.holds().await? {
-                return Err(self.fenced("took a checkpoint number").await);
+                return Err(self.fenced(what).await);
             }
         }
+    }
+
+    /// The last checkpoint whose transactions are all committed.
+    pub async fn committed(&self) -> Result<Option<u64>> {
+        Ok(self.get_u64("committed").await?.0)
+    }
+
+    /// Record that checkpoint `checkpoint`'s transactions are all committed (so that a takeover
+    /// does not commit them again), guarded by the epoch.
+    pub async fn mark_committed(&self, checkpoint: u64) -> Result<()> {
+        self.put_guarded("committed", checkpoint, &format!("marked checkpoint {checkpoint} committed")).await
     }
 
     /// Whether this leader's key still exists with its epoch.
@@ -377,13 +399,12 @@ impl Leadership {
     /// Publish checkpoint `checkpoint` (`latest = checkpoint`), guarded by the epoch: the commit
     /// point. Fails with [`ClusterError::Fenced`] if another leader has taken over.
     pub async fn publish(&self, checkpoint: u64) -> Result<()> {
-        let key = self.key("latest");
-        let guarded =
-            Txn::new().when([self.guard()]).and_then([TxnOp::put(key.as_str(), checkpoint.to_string(), None)]);
-        if txn(&self.client, &self.endpoints, guarded).await? {
-            Ok(())
-        } else {
-            Err(self.fenced(&format!("published checkpoint {checkpoint}")).await)
-        }
+        self.put_guarded("latest", checkpoint, &format!("published checkpoint {checkpoint}")).await
+    }
+
+    async fn put_guarded(&self, name: &str, value: u64, what: &str) -> Result<()> {
+        let key = self.key(name);
+        let guarded = Txn::new().when([self.guard()]).and_then([TxnOp::put(key.as_str(), value.to_string(), None)]);
+        if txn(&self.client, &self.endpoints, guarded).await? { Ok(()) } else { Err(self.fenced(what).await) }
     }
 }

@@ -7,17 +7,19 @@
 //!   (a crash, a pause longer than the lease, a partition) can no longer decide anything.
 //! - **object storage** ([`store`]): workers write their state of checkpoint *N* to
 //!   `state/N/<unit>`, never overwritten; the leader writes manifest *N* create-only; the sinks
-//!   journal every label they open under `labels/N/`, so a new leader can abort them by label.
+//!   journal every label they open, so that a new leader can abort them by label.
 //! - **the commit point** ([`Coordinator::commit_point`]): manifest *N* exists, then `latest = N`
 //!   is set in a transaction guarded by the epoch. Only then are the Doris transactions
 //!   committed; a takeover commits the latest manifest's transactions again (commits are
-//!   idempotent) and aborts every journaled label above it.
+//!   idempotent) and aborts every journaled label it does not list.
 //! - **placement** ([`assign`]): units of work (splits) go to members by capacity, and stay where
 //!   they are while their member lives.
 
 pub mod assign;
 pub mod etcd;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::collections::BTreeMap;
 
@@ -54,16 +56,6 @@ impl ClusterError {
 
 pub type Result<T, E = ClusterError> = std::result::Result<T, E>;
 
-/// What a new leader finds: the checkpoint to resume from and the loads to abort.
-#[derive(Debug, Clone, Default)]
-pub struct Takeover {
-    /// The manifest of the latest published checkpoint (none before the first).
-    pub latest: Option<Manifest>,
-    /// Labels journaled under checkpoints above it: opened by an earlier leader's workers, never
-    /// published, to be aborted (by label) before anything else is written.
-    pub open_labels: Vec<(u64, String)>,
-}
-
 /// The leader's side of a checkpoint: numbers, the commit point, takeover.
 pub struct Coordinator {
     pub leadership: Leadership,
@@ -71,18 +63,15 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// What this leader must finish before it goes on: [`Takeover`].
-    pub async fn takeover(&self) -> Result<Takeover> {
-        let latest = self.leadership.latest().await?;
-        let manifest = match latest {
-            Some(n) => Some(self.store.manifest(n).await?.ok_or_else(|| ClusterError::Corrupt {
-                location: self.store.manifest_location(n),
-                detail: format!("checkpoint {n} is published in etcd, but its manifest is missing"),
-            })?),
-            None => None,
-        };
-        let open_labels = self.store.labels_after(latest.unwrap_or(0)).await?;
-        Ok(Takeover { latest: manifest, open_labels })
+    /// The manifest of the latest published checkpoint (none before the first): where a new
+    /// leader resumes from.
+    pub async fn latest(&self) -> Result<Option<Manifest>> {
+        let Some(n) = self.leadership.latest().await? else { return Ok(None) };
+        let manifest = self.store.manifest(n).await?.ok_or_else(|| ClusterError::Corrupt {
+            location: self.store.manifest_location(n),
+            detail: format!("checkpoint {n} is published in etcd, but its manifest is missing"),
+        })?;
+        Ok(Some(manifest))
     }
 
     /// The number of the next checkpoint (never handed out twice, by any leader).
@@ -96,11 +85,6 @@ impl Coordinator {
     pub async fn commit_point(&self, manifest: &Manifest) -> Result<()> {
         self.store.put_manifest(manifest).await?;
         self.leadership.publish(manifest.checkpoint).await
-    }
-
-    /// Checkpoint `checkpoint` is published and committed: forget the labels journaled up to it.
-    pub async fn forget(&self, checkpoint: u64) -> Result<()> {
-        self.store.forget_labels(checkpoint).await
     }
 
     /// A manifest of checkpoint `checkpoint` by this leader.

@@ -4,8 +4,8 @@
 //! - `state/<N>/<unit>`: a unit's state at checkpoint N, written once, never overwritten;
 //! - `manifests/<N>.json`: the leader's manifest of checkpoint N, create-only — of two leaders
 //!   writing manifest N, one wins;
-//! - `labels/<N>/<label>`: a label a sink opened during checkpoint N, so that a new leader can
-//!   abort by label what was never published.
+//! - `journal/<name>/<key>`: a component's journal (a sink's labels, so that a new leader can
+//!   abort by label what was never published), one object an entry.
 //!
 //! N is zero-padded to 20 digits, so listings come in checkpoint order.
 
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,7 @@ pub struct Manifest {
 }
 
 /// The pipeline's object storage.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct StateStore {
     store: Arc<dyn ObjectStore>,
     root: Path,
@@ -218,49 +218,50 @@ impl StateStore {
             .map_err(|e| ClusterError::Corrupt { location: self.shown(&rel), detail: e.to_string() })
     }
 
-    /// Journal that a sink opened `label` during checkpoint `checkpoint` (before its load starts).
-    pub async fn journal_label(&self, checkpoint: u64, label: &str) -> Result<()> {
-        if label.is_empty() || !label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(ClusterError::Store {
-                location: self.shown("labels"),
-                detail: format!("label `{label}` is not a Doris label (letters, digits, `-` and `_`)"),
-            });
-        }
-        self.create(&format!("labels/{}/{label}", digits(checkpoint)), Vec::new()).await.map(|_| ())
+    /// Add `entry` to the journal `journal` (create-only; adding the same entry again is a
+    /// no-op). Returns its key. A sink journals each label it opens, before the load starts.
+    pub async fn put_entry(&self, journal: &str, entry: &[u8]) -> Result<String> {
+        use sha2::Digest;
+        let key: String = sha2::Sha256::digest(entry)[..12].iter().map(|b| format!("{b:02x}")).collect();
+        self.create(&format!("journal/{}/{key}", safe(journal)), entry.to_vec()).await?;
+        Ok(key)
     }
 
-    /// Every journaled label, with its checkpoint.
-    async fn labels(&self) -> Result<Vec<(u64, String, Path)>> {
-        let prefix = self.path("labels");
-        let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await.map_err(self.err("labels"))?;
-        let mut out = Vec::new();
-        for meta in metas {
-            let parts: Vec<_> = meta.location.parts().collect();
-            let n = parts.len();
-            if n < 2 {
-                continue;
+    /// Every entry of the journal `journal`, with its key, in key order.
+    pub async fn entries(&self, journal: &str) -> Result<Vec<(String, bytes::Bytes)>> {
+        let rel = format!("journal/{}", safe(journal));
+        let prefix = self.path(&rel);
+        let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await.map_err(self.err(&rel))?;
+        let mut keys: Vec<String> = metas.iter().filter_map(|m| m.location.filename().map(str::to_string)).collect();
+        keys.sort();
+        let reads = keys.into_iter().map(|key| {
+            let item = format!("{rel}/{key}");
+            async move {
+                // An entry deleted meanwhile (a checkpoint completed) is no longer there to read.
+                Ok::<_, ClusterError>(self.read(&item).await?.map(|bytes| (key, bytes)))
             }
-            if let Ok(checkpoint) = parts[n - 2].as_ref().parse::<u64>() {
-                out.push((checkpoint, parts[n - 1].as_ref().to_string(), meta.location.clone()));
-            }
-        }
-        out.sort();
-        Ok(out)
+        });
+        let read: Vec<_> = futures::stream::iter(reads).buffered(8).try_collect().await?;
+        Ok(read.into_iter().flatten().collect())
     }
 
-    /// The labels journaled under checkpoints above `checkpoint`.
-    pub async fn labels_after(&self, checkpoint: u64) -> Result<Vec<(u64, String)>> {
-        Ok(self.labels().await?.into_iter().filter(|(n, ..)| *n > checkpoint).map(|(n, l, _)| (n, l)).collect())
-    }
-
-    /// Forget the labels journaled under checkpoints up to `checkpoint`.
-    pub async fn forget_labels(&self, checkpoint: u64) -> Result<()> {
-        for (_, _, path) in self.labels().await?.into_iter().filter(|(n, ..)| *n <= checkpoint) {
-            match self.store.delete(&path).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(self.err("labels")(e)),
+    /// Remove the entries `keys` from the journal `journal`.
+    pub async fn delete_entries(&self, journal: &str, keys: &[String]) -> Result<()> {
+        let rel = format!("journal/{}", safe(journal));
+        let deletes = keys.iter().map(|key| {
+            let item = format!("{rel}/{key}");
+            async move {
+                match self.store.delete(&self.path(&item)).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(self.err(&item)(e)),
+                }
             }
-        }
-        Ok(())
+        });
+        futures::stream::iter(deletes).buffer_unordered(8).try_collect::<Vec<()>>().await.map(|_| ())
     }
+}
+
+/// A journal's name as one path segment.
+fn safe(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
 }

@@ -593,6 +593,18 @@ impl Engine {
         }
     }
 
+    /// Aborts the transaction if it is still PREPARE (its load never finished).
+    pub fn abort_unfinished(&self, txn_id: i64, reason: &str) {
+        let mut st = self.lock();
+        if let Some(t) = st.txns.get_mut(&txn_id)
+            && t.status == TxnStatus::Prepare
+        {
+            t.status = TxnStatus::Aborted;
+            t.reason = reason.to_string();
+            t.since = Instant::now();
+        }
+    }
+
     /// Commits a PREPARE transaction with its data; returns the TSO.
     pub fn commit(&self, txn_id: i64, write: TableWrite) -> Result<i64, EngineError> {
         let mut st = self.lock();
@@ -601,6 +613,12 @@ impl Engine {
 
     fn commit_locked(&self, st: &mut State, txn_id: i64, write: TableWrite) -> Result<i64, EngineError> {
         let (db, table, label) = match st.txns.get(&txn_id) {
+            Some(t) if t.status == TxnStatus::Aborted => {
+                return Err(EngineError::Other(format!(
+                    "transaction [{txn_id}] is already aborted. abort reason: {}",
+                    t.reason
+                )));
+            }
             Some(t) => (t.db.clone(), t.table.clone(), t.label.clone()),
             None => {
                 return Err(EngineError::Other(format!("transaction [{txn_id}] not found")));
@@ -638,6 +656,13 @@ impl Engine {
     pub fn precommit(&self, txn_id: i64, write: TableWrite) -> Result<(), EngineError> {
         let mut st = self.lock();
         let Some(t) = st.txns.get(&txn_id) else { return Ok(()) };
+        // Aborted while its body was arriving (a 2PC abort by label): the load fails, as in Doris.
+        if t.status == TxnStatus::Aborted {
+            return Err(EngineError::Other(format!(
+                "transaction [{txn_id}] is already aborted. abort reason: {}",
+                t.reason
+            )));
+        }
         if self.wal.is_some() {
             let rec = LogRecord::Precommit {
                 db: t.db.clone(),
@@ -1356,6 +1381,16 @@ mod tests {
         e.ddl(Some("test"), "CREATE TABLE t (id INT, v VARCHAR(10)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2")
             .unwrap();
         e
+    }
+
+    #[test]
+    fn a_load_aborted_while_its_body_arrives_cannot_precommit() {
+        let e = engine();
+        let t = e.begin("test", "t", "l1").unwrap().txn_id;
+        e.abort_2pc(t).unwrap();
+        let err = e.precommit(t, TableWrite::Rows { ops: vec![], partial: None }).unwrap_err().to_string();
+        assert!(err.contains(&format!("transaction [{t}] is already aborted. abort reason: User Abort")), "{err}");
+        assert_eq!(e.lock().txns[&t].status, TxnStatus::Aborted);
     }
 
     #[test]

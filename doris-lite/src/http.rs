@@ -407,6 +407,9 @@ async fn be_stream_load(
     };
     let begin_ms = ms_since(begin_t);
     let txn_id = begun.txn_id;
+    // A client that goes away mid-body ends the connection, and the server drops this handler
+    // where it waits: the load is cancelled and its transaction aborted, as a BE does.
+    let _cancelled = AbortUnfinished { engine: st.engine.clone(), txn_id };
     let mut reply = LoadReply {
         txn_id,
         label: label.clone(),
@@ -1000,4 +1003,17 @@ async fn query_plan(
     m.insert("opaqued_query_plan".into(), json!(base64::engine::general_purpose::STANDARD.encode(plan)));
     m.insert("status".into(), json!(200));
     ok_envelope(Json::Object(m))
+}
+
+/// Aborts its load's transaction when dropped before the load finished (see [`Engine::abort_unfinished`]).
+struct AbortUnfinished {
+    engine: Arc<Engine>,
+    txn_id: i64,
+}
+
+impl Drop for AbortUnfinished {
+    fn drop(&mut self) {
+        self.engine
+            .abort_unfinished(self.txn_id, "the load was cancelled: its connection closed before the body ended");
+    }
 }

@@ -1,11 +1,9 @@
 //! The cluster protocol against real servers: etcd (3 members) and an S3 server.
 
-mod servers;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use servers::{Etcd, S3};
+use sluice_cluster::testing::{Etcd, S3};
 use sluice_cluster::{ClusterError, Coordinator, Manifest, Member, StateStore, store::MANIFEST_VERSION};
 
 fn install_tls_provider() {
@@ -108,18 +106,22 @@ async fn store_contract(store: &StateStore) {
     assert_eq!(store.manifest(7).await.unwrap(), Some(first));
     assert_eq!(store.manifest(8).await.unwrap(), None);
 
-    for (n, label) in [(3, "sluice_p_3_0"), (4, "sluice_p_4_0"), (5, "sluice_p_5_1"), (5, "sluice_p_5_0")] {
-        store.journal_label(n, label).await.unwrap();
-    }
-    store.journal_label(5, "sluice_p_5_0").await.unwrap();
-    assert_eq!(
-        store.labels_after(3).await.unwrap(),
-        [(4, "sluice_p_4_0".to_string()), (5, "sluice_p_5_0".to_string()), (5, "sluice_p_5_1".to_string())]
-    );
-    store.forget_labels(4).await.unwrap();
-    assert_eq!(store.labels_after(0).await.unwrap().len(), 2);
-    let e = store.journal_label(6, "../x").await.unwrap_err().to_string();
-    assert!(e.contains("label `../x` is not a Doris label"), "{e}");
+    // A journal: entries added once each, listed, deleted.
+    let entry = |label: &str| format!("{{\"label\":\"{label}\",\"checkpoint\":5}}").into_bytes();
+    let k1 = store.put_entry("doris", &entry("l1")).await.unwrap();
+    let k2 = store.put_entry("doris", &entry("l2")).await.unwrap();
+    assert_eq!(store.put_entry("doris", &entry("l1")).await.unwrap(), k1, "the same entry again");
+    store.put_entry("other sink", &entry("l3")).await.unwrap();
+    let mut expected = vec![(k1.clone(), entry("l1")), (k2.clone(), entry("l2"))];
+    expected.sort();
+    let got: Vec<(String, Vec<u8>)> =
+        store.entries("doris").await.unwrap().into_iter().map(|(k, b)| (k, b.to_vec())).collect();
+    assert_eq!(got, expected);
+    store.delete_entries("doris", std::slice::from_ref(&k1)).await.unwrap();
+    let left: Vec<String> = store.entries("doris").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(left, [k2]);
+    assert_eq!(store.entries("other sink").await.unwrap().len(), 1);
+    assert!(store.entries("none").await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -151,25 +153,24 @@ async fn a_new_leader_resumes_from_the_published_manifest_and_a_zombie_commits_n
     });
 
     // Checkpoint 1 all the way through the commit point.
+    let run = ca.leadership.next_run().await.unwrap();
     let n = ca.begin().await.unwrap();
-    ca.store.journal_label(n, "sluice_p4_1_0").await.unwrap();
     let path = ca.store.put_state(n, "w0", b"{\"offset\": 100}".to_vec()).await.unwrap();
     let m1 = ca.manifest(n, [("w0".to_string(), path)].into(), serde_json::json!(["sluice_p4_1_0"]));
     ca.commit_point(&m1).await.unwrap();
-    ca.forget(n).await.unwrap();
-    // Checkpoint 2: labels opened, state written, then the leader stops before its commit point.
+    ca.leadership.mark_committed(n).await.unwrap();
+    // Checkpoint 2: state written, then the leader stops before its commit point.
     let n2 = ca.begin().await.unwrap();
-    ca.store.journal_label(n2, "sluice_p4_2_0").await.unwrap();
-    ca.store.journal_label(n2, "sluice_p4_2_1").await.unwrap();
     let path2 = ca.store.put_state(n2, "w0", b"{\"offset\": 250}".to_vec()).await.unwrap();
     a.leave().await;
 
     let (_b, lb) = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("b leads").unwrap();
     let cb = Coordinator { leadership: lb, store: s3.store("p4") };
-    let takeover = cb.takeover().await.unwrap();
-    assert_eq!(takeover.latest, Some(m1.clone()), "b resumes from checkpoint 1");
-    assert_eq!(takeover.open_labels, [(2, "sluice_p4_2_0".to_string()), (2, "sluice_p4_2_1".to_string())]);
-    assert_eq!(&cb.store.state(&takeover.latest.unwrap().units["w0"]).await.unwrap()[..], b"{\"offset\": 100}");
+    assert!(cb.leadership.next_run().await.unwrap() > run, "run numbers are never handed out twice");
+    let latest = cb.latest().await.unwrap();
+    assert_eq!(latest, Some(m1.clone()), "b resumes from checkpoint 1");
+    assert_eq!(cb.leadership.committed().await.unwrap(), Some(1));
+    assert_eq!(&cb.store.state(&latest.unwrap().units["w0"]).await.unwrap()[..], b"{\"offset\": 100}");
 
     // The zombie wakes and finishes checkpoint 2: its manifest lands (N was its own), but its
     // commit point fails, so nothing of it is ever committed or resumed from.
@@ -183,7 +184,7 @@ async fn a_new_leader_resumes_from_the_published_manifest_and_a_zombie_commits_n
     let m3 = cb.manifest(n3, BTreeMap::new(), serde_json::json!([]));
     cb.commit_point(&m3).await.unwrap();
     assert_eq!(cb.leadership.latest().await.unwrap(), Some(3));
-    assert_eq!(cb.takeover().await.unwrap().latest.map(|m| m.leader), Some("b".to_string()));
+    assert_eq!(cb.latest().await.unwrap().map(|m| m.leader), Some("b".to_string()));
 }
 
 #[tokio::test]

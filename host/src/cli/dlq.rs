@@ -269,6 +269,7 @@ async fn replay_chosen(
             from_transform: pipeline.transform.iter().any(|t| t.name == component).then(|| component.clone()),
         };
         let placement = Placement {
+            cluster: None,
             state_dir: dir.clone(),
             base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
             confinement: None,

@@ -37,6 +37,13 @@ enum Command {
         /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9249).
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// Run the pipeline in a cluster coordinated by these etcd members,
+        /// `etcd://host:2379[,host:2379…]` (in place of `[cluster] etcd`).
+        #[arg(long, value_name = "ETCD_URL")]
+        cluster: Option<String>,
+        /// This process's name in the cluster (in place of `[cluster] member`; default $HOSTNAME).
+        #[arg(long)]
+        member: Option<String>,
     },
     /// Check a pipeline without moving data: the file, the plugins, the Doris tables.
     Check {
@@ -180,7 +187,9 @@ pub fn main() -> ExitCode {
     init_logging(json);
     crate::doris::tls::install_provider();
     let result = match cli.command {
-        Command::Run { file, quiet, metrics_addr, .. } => run::run(file, quiet, metrics_addr),
+        Command::Run { file, quiet, metrics_addr, cluster, member, .. } => {
+            run::run(file, quiet, metrics_addr, run::ClusterArgs { etcd: cluster, member })
+        }
         Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Dlq(DlqCommand::Show { file, limit, json }) => dlq::show(file, limit, json),

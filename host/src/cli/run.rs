@@ -31,11 +31,56 @@ pub(super) async fn connect(
     Ok(Some(handle))
 }
 
+/// `sluice run --cluster/--member`: what the command line says of the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterArgs {
+    pub etcd: Option<String>,
+    pub member: Option<String>,
+}
+
 /// `sluice run`: run until the sources are exhausted, or until SIGINT/SIGTERM (a final checkpoint
 /// is taken and committed; a second signal exits at once, which is still safe).
-pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>) -> anyhow::Result<()> {
+pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>, cluster: ClusterArgs) -> anyhow::Result<()> {
     let pipeline = load_file(&file)?;
-    run_pipeline(file, pipeline, quiet, metrics_addr)
+    run_pipeline(file, pipeline, quiet, metrics_addr, cluster)
+}
+
+/// How this process joins the pipeline's cluster, if it runs in one: `[cluster]` with the
+/// command line's `--cluster`/`--member` in place of its keys.
+fn cluster_settings(
+    file: &Path,
+    pipeline: &PipelineFile,
+    args: ClusterArgs,
+) -> anyhow::Result<Option<crate::state::cluster::Settings>> {
+    let section = pipeline.cluster.as_ref();
+    let etcd = args.etcd.or_else(|| section.and_then(|c| c.etcd.clone()));
+    let (etcd, section) = match (etcd, section) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => anyhow::bail!(
+            "{}: `--cluster` needs a [cluster] section with `store = \"s3://bucket/prefix\"`, where the cluster keeps its checkpoints",
+            file.display()
+        ),
+        (None, Some(_)) => anyhow::bail!(
+            "{}: [cluster] needs `etcd = \"etcd://host:2379,…\"` (or `sluice run --cluster etcd://…`)",
+            file.display()
+        ),
+        (Some(etcd), Some(section)) => (etcd, section),
+    };
+    let etcd = sluice_cluster::parse_etcd_url(&etcd).with_context(|| format!("{}: cluster.etcd", file.display()))?;
+    let member = args
+        .member
+        .or_else(|| section.member.clone())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|m| !m.is_empty() && !m.contains('/'))
+        .with_context(|| format!("{}: name this process with `[cluster] member` or `--member`", file.display()))?;
+    Ok(Some(crate::state::cluster::Settings {
+        etcd,
+        store: section.store.clone(),
+        member,
+        lease_ttl: section.lease_ttl.0,
+        namespace: format!("/sluice/{}", pipeline.pipeline.name),
+    }))
 }
 
 /// Run `pipeline`, read from `file` (paths and the state dir are relative to it).
@@ -44,16 +89,12 @@ pub fn run_pipeline(
     mut pipeline: PipelineFile,
     quiet: bool,
     metrics_addr: Option<SocketAddr>,
+    cluster: ClusterArgs,
 ) -> anyhow::Result<()> {
+    let cluster = cluster_settings(&file, &pipeline, cluster)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let embedded = connect(&file, &mut pipeline).await?;
-        let started = std::time::Instant::now();
-        let prepared = prepare(&file, pipeline).await?;
-        if let Some(addr) = metrics_addr {
-            serve_metrics(addr, prepared.stats.clone(), &prepared.name).await?;
-        }
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let (stop_tx, mut stop_rx) = watch::channel(false);
         tokio::spawn(async move {
             wait_for_signal().await;
             let _ = stop_tx.send(true);
@@ -61,8 +102,40 @@ pub fn run_pipeline(
             eprintln!("second signal: exiting now; the next run recovers from the last checkpoint");
             std::process::exit(130);
         });
+        let clustered = match &cluster {
+            Some(settings) => Some(Arc::new(crate::state::cluster::Clustered::join(settings).await?)),
+            None => None,
+        };
+        let embedded = connect(&file, &mut pipeline).await?;
+        let started = std::time::Instant::now();
+        let prepared = crate::pipeline::prepare_clustered(&file, pipeline, clustered.clone()).await?;
+        if let Some(addr) = metrics_addr {
+            serve_metrics(addr, prepared.stats.clone(), &prepared.name).await?;
+        }
         let opts = RunOptions { quiet, status_interval: None, ..Default::default() };
-        let report = runtime::run(&prepared, &opts, stop_rx).await?;
+        let report = match &clustered {
+            None => runtime::run(&prepared, &opts, stop_rx).await?,
+            Some(c) => {
+                let member = c.member().id().to_string();
+                eprintln!("member `{member}` of pipeline `{}`: standing by to lead", prepared.name);
+                tokio::select! {
+                    epoch = c.lead() => eprintln!("member `{member}` leads pipeline `{}` (epoch {})", prepared.name, epoch?),
+                    _ = stop_rx.wait_for(|s| *s) => {
+                        eprintln!("member `{member}` stopped while standing by");
+                        c.leave().await;
+                        return Ok(());
+                    }
+                }
+                let mut lost = c.member().lost();
+                // The lease gone, another process leads: stop at once, deciding nothing more.
+                tokio::select! {
+                    report = runtime::run(&prepared, &opts, stop_rx) => report?,
+                    _ = lost.wait_for(|l| *l) => anyhow::bail!(
+                        "member `{member}` lost its cluster lease (etcd did not hear from it for `lease_ttl`); it stops, and the process that leads next resumes from the last published checkpoint"
+                    ),
+                }
+            }
+        };
         let s = &prepared.stats;
         if !quiet {
             eprintln!(
@@ -85,6 +158,10 @@ pub fn run_pipeline(
                 }
             }
             h.stop().await;
+        }
+        if let Some(c) = clustered {
+            // Leave at once: a standby takes over without waiting for the lease to run out.
+            c.leave().await;
         }
         Ok(())
     })

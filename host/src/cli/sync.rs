@@ -382,7 +382,7 @@ pub fn run(origin: Origin, args: SyncArgs, quiet: bool) -> anyhow::Result<()> {
     let name = toml::from_str::<toml::Table>(&text)?["pipeline"]["name"].as_str().unwrap_or("sync").to_string();
     let file = PathBuf::from(format!("{name}.toml"));
     let pipeline = crate::pipeline::load_str(&file, &text)?;
-    super::run::run_pipeline(file, pipeline, quiet, None)
+    super::run::run_pipeline(file, pipeline, quiet, None, super::run::ClusterArgs::default())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::model::PipelineFile;
 use crate::doris::DorisConnection;
 use crate::metrics::Stats;
 use crate::runtime::{Named, Prepared};
-use crate::state::StateDir;
+use crate::state::{StateDir, Store};
 use crate::wasm::{ComponentCache, PluginRuntime};
 
 /// What a component may use while it is built.
@@ -23,7 +23,7 @@ pub struct BuildContext<'a> {
     pub base_dir: PathBuf,
     /// The pipeline's stable identity (made at its first run).
     pub pipeline_id: String,
-    pub state: Arc<StateDir>,
+    pub state: Arc<Store>,
     pub stats: Arc<Stats>,
     /// Set when `sluice serve` runs the pipeline for a tenant.
     pub confinement: Option<Confinement>,
@@ -60,6 +60,8 @@ impl std::fmt::Debug for Confinement {
 #[derive(Debug, Clone)]
 pub struct Placement {
     pub state_dir: PathBuf,
+    /// The cluster this process runs the pipeline in (its state is kept there, not in `state_dir`).
+    pub cluster: Option<Arc<crate::state::cluster::Clustered>>,
     pub base_dir: PathBuf,
     pub confinement: Option<Confinement>,
 }
@@ -108,8 +110,18 @@ pub fn state_dir_of(file: &Path, pipeline: &PipelineFile) -> PathBuf {
 
 /// Open the state dir and build every component: everything short of moving data.
 pub async fn prepare(file: &Path, pipeline: PipelineFile) -> anyhow::Result<Prepared> {
+    prepare_clustered(file, pipeline, None).await
+}
+
+/// [`prepare`], with the state kept in `cluster` when the pipeline runs in one.
+pub async fn prepare_clustered(
+    file: &Path,
+    pipeline: PipelineFile,
+    cluster: Option<Arc<crate::state::cluster::Clustered>>,
+) -> anyhow::Result<Prepared> {
     let placement = Placement {
         state_dir: state_dir_of(file, &pipeline),
+        cluster,
         base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
         confinement: None,
     };
@@ -153,7 +165,10 @@ async fn prepare_with(
     stats: Arc<Stats>,
     replay: Option<Replay>,
 ) -> anyhow::Result<Prepared> {
-    let state = Arc::new(StateDir::open(&placement.state_dir)?);
+    let state = Arc::new(match placement.cluster {
+        Some(c) => Store::Cluster(c),
+        None => Store::Dir(StateDir::open(&placement.state_dir)?),
+    });
     let pipeline_id = state.pipeline_id()?;
     let ctx = BuildContext {
         file,

@@ -28,6 +28,8 @@ struct RawFile {
     sink: Vec<Spanned<toml::Table>>,
     #[serde(default)]
     dead_letter: Option<Spanned<toml::Table>>,
+    #[serde(default)]
+    cluster: Option<super::model::ClusterSection>,
 }
 
 /// The sink types a `[dead_letter]` may be.
@@ -196,6 +198,14 @@ pub fn load_str_with(
                 ),
             ));
         }
+        if raw.cluster.is_some() {
+            let key = "cluster".to_string();
+            return Err(error(
+                find_key_line(text, &key),
+                Some(key),
+                "the server runs its pipelines itself; remove [cluster] (or run the pipeline with `sluice run`)".into(),
+            ));
+        }
         if raw.pipeline.state_dir.is_some() {
             let key = "pipeline.state_dir".to_string();
             return Err(error(
@@ -269,6 +279,7 @@ pub fn load_str_with(
         transform: transform.into_iter().map(|(e, _)| e).collect(),
         sink: sink.into_iter().map(|(e, _)| e).collect(),
         dead_letter: dead_letter.map(|(e, _)| e),
+        cluster: raw.cluster,
     };
     validate(&parsed).map_err(|(key, message)| error(find_key_line(text, &key), Some(key), message))?;
     let checks = parsed
@@ -392,6 +403,9 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
     if p.sink.is_empty() {
         return Err(("sink".into(), "a pipeline needs at least one [[sink]]".into()));
     }
+    if let Some(c) = &p.cluster {
+        validate_cluster(c, p)?;
+    }
     let mut embedded = 0;
     for (name, c) in &p.connections {
         let Connection::Doris(d) = c else { continue };
@@ -411,6 +425,40 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
 /// port, which `sluice run` and `sluice check` fill in.
 pub fn has_jdbc_url(doris: &DorisSection) -> bool {
     doris.jdbc_url.is_some() || doris.fenodes.is_embedded()
+}
+
+fn validate_cluster(c: &super::model::ClusterSection, p: &PipelineFile) -> Result<(), (String, String)> {
+    if let Some(url) = &c.etcd {
+        sluice_cluster::parse_etcd_url(url).map_err(|e| ("cluster.etcd".into(), e.to_string()))?;
+    }
+    let scheme = c.store.split_once("://").map(|(s, _)| s);
+    if !matches!(scheme, Some("s3" | "file")) {
+        return Err((
+            "cluster.store".into(),
+            format!("{:?}: write s3://bucket/prefix, or file:///dir for a directory every process shares", c.store),
+        ));
+    }
+    if c.lease_ttl.0 < std::time::Duration::from_secs(2) {
+        return Err(("cluster.lease_ttl".into(), "must be at least 2s".into()));
+    }
+    if let Some(member) = &c.member
+        && (member.is_empty() || member.contains('/'))
+    {
+        return Err(("cluster.member".into(), format!("{member:?} must be a non-empty name without `/`")));
+    }
+    for (name, conn) in &p.connections {
+        if let Connection::Doris(d) = conn
+            && d.fenodes.is_embedded()
+        {
+            let key =
+                if name == DEFAULT_DORIS { "doris.fenodes".to_string() } else { format!("connections.{name}.fenodes") };
+            return Err((
+                key,
+                "a clustered pipeline writes to a Doris every one of its processes reaches; \"embedded\" is one process's own — give the FE addresses".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn validate_doris(d: &DorisSection) -> Result<(), (String, String)> {
@@ -624,6 +672,36 @@ cache.ttl = "300s"
         assert!(e.ends_with("dead_letter: missing required key `path`"), "{e}");
         let e = err(&with("[dead_letter]\ntype = \"doris\"\ntable = \"nodb\"\n"));
         assert!(e.contains("dead_letter.table: expected `db.table`, got \"nodb\""), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_section_is_read_and_its_mistakes_are_named() {
+        let with = |section: &str| format!("{GOOD}\n{section}");
+        let p = load_str(
+            Path::new("pipeline.toml"),
+            &with("[cluster]\netcd = \"etcd://10.0.0.1:2379,10.0.0.2:2379\"\nstore = \"s3://state/p\"\n"),
+        )
+        .unwrap();
+        let c = p.cluster.expect("read");
+        assert_eq!(
+            (c.store.as_str(), c.lease_ttl.0, c.member),
+            ("s3://state/p", std::time::Duration::from_secs(10), None)
+        );
+        let e = err(&with("[cluster]\nstore = \"ftp://state/p\"\n"));
+        assert!(e.starts_with("pipeline.toml:30: cluster.store: \"ftp://state/p\": write s3://bucket/prefix"), "{e}");
+        let e = err(&with("[cluster]\netcd = \"etcd://10.0.0.1\"\nstore = \"s3://state/p\"\n"));
+        assert!(
+            e.starts_with("pipeline.toml:30: cluster.etcd: cluster address `etcd://10.0.0.1`: `10.0.0.1` needs a port"),
+            "{e}"
+        );
+        let e = err(&with("[cluster]\nstore = \"s3://state/p\"\nlease_ttl = \"1s\"\n"));
+        assert_eq!(e, "pipeline.toml:31: cluster.lease_ttl: must be at least 2s");
+        let embedded = with("[cluster]\nstore = \"s3://state/p\"\n")
+            .replace("fenodes = [\"127.0.0.1:8030\"]", "fenodes = \"embedded\"");
+        let e = err(&embedded);
+        assert!(e.starts_with("pipeline.toml:7: doris.fenodes: a clustered pipeline writes to a Doris every one of its processes reaches"), "{e}");
+        let e = err(&with("[cluster]\nstore = \"s3://state/p\"\nmembers = 3\n"));
+        assert!(e.contains("cluster.members: unknown key `members`"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,9 @@ mod model;
 pub mod registry;
 mod units;
 
-pub use build::{BuildContext, Confinement, Placement, Replay, prepare, prepare_in, prepare_replay, state_dir_of};
+pub use build::{
+    BuildContext, Confinement, Placement, Replay, prepare, prepare_clustered, prepare_in, prepare_replay, state_dir_of,
+};
 pub use load::{ConfigError, has_jdbc_url, load_file, load_str, load_str_with, read, read_connection};
 pub use model::*;
 pub use registry::{Checked, Reach, SinkConfig, SourceConfig, TransformConfig, doris_reach};

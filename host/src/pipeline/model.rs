@@ -24,6 +24,8 @@ pub struct PipelineFile {
     pub sink: Vec<Entry<dyn SinkConfig>>,
     /// `[dead_letter]`: where rows go that cannot be delivered (a `doris` or `file` sink).
     pub dead_letter: Option<Entry<dyn SinkConfig>>,
+    /// `[cluster]`: the pipeline runs on several processes, coordinated by etcd.
+    pub cluster: Option<ClusterSection>,
 }
 
 /// The name of the connection `[doris]` defines.
@@ -104,6 +106,31 @@ pub struct PipelineSection {
     /// Where checkpoints and labels are kept (default `.sluice/<name>` beside the pipeline file).
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+}
+
+/// `[cluster]`: one pipeline on several `sluice` processes (docs/scale-out.md). Each process
+/// joins under a lease; the leader runs the pipeline, the others stand by and take over when it
+/// is lost; checkpoints live in object storage and are published in etcd.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSection {
+    /// The etcd members, `etcd://host:2379[,host:2379…]` (`sluice run --cluster` sets it too).
+    #[serde(default)]
+    pub etcd: Option<String>,
+    /// Where checkpoints are kept: `s3://bucket/prefix` (credentials, region and endpoint from
+    /// the `AWS_*` environment) or `file:///dir` (a directory every process shares).
+    pub store: String,
+    /// This process's name in the cluster (default: `$HOSTNAME`, which is a StatefulSet pod's
+    /// name; `sluice run --member` sets it too). Two live processes cannot share one.
+    #[serde(default)]
+    pub member: Option<String>,
+    /// How long a process may go unheard before another takes its place (default 10s).
+    #[serde(default = "default_lease_ttl")]
+    pub lease_ttl: Duration,
+}
+
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(10)
 }
 
 fn default_parallelism() -> u32 {

@@ -40,7 +40,7 @@ pub use source::{Position, Source, SourceReader, SplitEnumerator};
 pub use transform::{ConcurrentTransform, Transform, TransformInstance};
 
 use crate::metrics::{self, Stats};
-use crate::state::{CHECKPOINT_VERSION, Checkpoint, StateDir};
+use crate::state::{CHECKPOINT_VERSION, Checkpoint, Store};
 use worker::{Ack, Trigger, Worker};
 
 /// Events that may wait between a source reader and its worker.
@@ -114,7 +114,8 @@ pub struct Prepared {
     pub name: String,
     pub parallelism: usize,
     pub checkpoint_interval: Duration,
-    pub state: Arc<StateDir>,
+    /// Where checkpoints and journals are kept: the state dir, or the cluster's store.
+    pub state: Arc<Store>,
     pub source: Named<Arc<dyn Source>>,
     /// The source's implied transforms first, then the pipeline's.
     pub transforms: Vec<Named<Arc<dyn Transform>>>,
@@ -191,17 +192,46 @@ async fn commit_sinks(p: &Prepared, cp: &Checkpoint) -> anyhow::Result<u64> {
     Ok(total)
 }
 
+/// Record that `cp`'s transactions are all committed, so that recovery does not commit them again.
+async fn mark_committed(p: &Prepared, cp: &Checkpoint) -> anyhow::Result<()> {
+    match &*p.state {
+        Store::Dir(_) => {
+            let mut done = cp.clone();
+            done.committed = true;
+            let state = p.state.clone();
+            blocking(move || state.dir().expect("a state dir").write_checkpoint(&done)).await
+        }
+        Store::Cluster(c) => c.mark_committed(cp.id).await,
+    }
+}
+
 /// Commit the last checkpoint (again) and have each sink roll back what else it left open;
 /// returns this run's number and the checkpoint to resume from.
 async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
-    let state = p.state.clone();
-    let (run, checkpoint) = blocking(move || Ok((state.next_run()?, state.checkpoint()?))).await?;
+    let (run, checkpoint) = match &*p.state {
+        Store::Dir(_) => {
+            let state = p.state.clone();
+            blocking(move || {
+                let dir = state.dir().expect("a state dir");
+                Ok((dir.next_run()?, dir.checkpoint()?))
+            })
+            .await?
+        }
+        Store::Cluster(c) => {
+            let run = c.next_run().await?;
+            let latest = c.latest().await?.map(|(mut cp, committed)| {
+                cp.committed = committed;
+                cp
+            });
+            (run, latest)
+        }
+    };
     if let Some(cp) = &checkpoint
         && cp.pipeline != p.name
     {
         anyhow::bail!(
-            "state dir {} belongs to pipeline `{}`, not `{}`; give this pipeline its own `pipeline.state_dir`",
-            p.state.path().display(),
+            "{} belongs to pipeline `{}`, not `{}`; give this pipeline its own `pipeline.state_dir` (or `cluster.store`)",
+            p.state.describe(),
             cp.pipeline,
             p.name
         );
@@ -210,10 +240,7 @@ async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
         && !cp.committed
     {
         commit_sinks(p, cp).await?;
-        let mut done = cp.clone();
-        done.committed = true;
-        let state = p.state.clone();
-        blocking(move || state.write_checkpoint(&done)).await?;
+        mark_committed(p, cp).await?;
     }
     for s in p.all_sinks() {
         let committed = checkpoint.as_ref().and_then(|c| c.sinks.get(&s.name)).map(Vec::as_slice).unwrap_or_default();
@@ -316,7 +343,11 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     loop {
         let all_exhausted = exhausted.iter().all(|e| *e);
         if pending.is_none() && (stopping || all_exhausted || tokio::time::Instant::now() >= next_checkpoint) {
-            let id = completed + 1;
+            // A cluster hands out checkpoint numbers (increasing, not always consecutive).
+            let id = match &*p.state {
+                Store::Dir(_) => completed + 1,
+                Store::Cluster(c) => c.next_checkpoint().await?,
+            };
             let last = stopping || all_exhausted;
             trigger_tx.send_replace(Trigger { id, last });
             pending =
@@ -408,7 +439,7 @@ async fn complete_checkpoint(
         .enumerate()
         .map(|(i, s)| (s.name.clone(), acks.iter().map(|a| a.committables[i].clone()).collect()))
         .collect();
-    let mut cp = Checkpoint {
+    let cp = Checkpoint {
         version: CHECKPOINT_VERSION,
         pipeline: p.name.clone(),
         id,
@@ -420,16 +451,21 @@ async fn complete_checkpoint(
         committed: false,
     };
     let bytes = serde_json::to_vec(&cp).map_or(0, |b| b.len() as u64);
-    let (state, written) = (p.state.clone(), cp.clone());
-    blocking(move || state.write_checkpoint(&written)).await?;
+    // The commit point: the checkpoint durable (and, clustered, published under this leader's
+    // epoch). Nothing is committed before it.
+    match &*p.state {
+        Store::Dir(_) => {
+            let (state, written) = (p.state.clone(), cp.clone());
+            blocking(move || state.dir().expect("a state dir").write_checkpoint(&written)).await?;
+        }
+        Store::Cluster(c) => c.publish(&cp).await?,
+    }
     let commit_started = Instant::now();
     let committed = commit_sinks(p, &cp).await?;
     p.stats.timings.commit.observe(commit_started.elapsed().as_secs_f64());
     p.stats.txns_committed.fetch_add(committed, Ordering::Relaxed);
     if committed > 0 {
-        cp.committed = true;
-        let state = p.state.clone();
-        blocking(move || state.write_checkpoint(&cp)).await?;
+        mark_committed(p, &cp).await?;
     }
     for s in p.all_sinks() {
         s.component.committer().on_checkpoint_complete(id).await?;

@@ -107,7 +107,7 @@ struct Seen {
     recovered: Mutex<Vec<usize>>,
     /// The state dir's checkpoint was durable at each commit.
     durable_at_commit: AtomicBool,
-    state: Mutex<Option<Arc<crate::state::StateDir>>>,
+    state: Mutex<Option<Arc<crate::state::Store>>>,
     rows_written: AtomicU64,
 }
 
@@ -168,7 +168,7 @@ impl Committer for MemorySink {
     async fn commit(&self, id: u64, committables: &[serde_json::Value]) -> anyhow::Result<u64> {
         let seen = &self.0;
         seen.commits.lock().unwrap().push(id);
-        let durable = seen.state.lock().unwrap().as_ref().unwrap().checkpoint().unwrap().map(|c| c.id);
+        let durable = seen.state.lock().unwrap().as_ref().unwrap().dir().unwrap().checkpoint().unwrap().map(|c| c.id);
         if durable != Some(id) {
             seen.durable_at_commit.store(false, Ordering::Relaxed);
         }
@@ -192,7 +192,7 @@ impl Committer for MemorySink {
 
 fn prepared(dir: &std::path::Path, seen: &Arc<Seen>) -> Prepared {
     seen.state.lock().unwrap().take();
-    let state = Arc::new(crate::state::StateDir::open(dir).unwrap());
+    let state = Arc::new(crate::state::Store::Dir(crate::state::StateDir::open(dir).unwrap()));
     *seen.state.lock().unwrap() = Some(state.clone());
     seen.durable_at_commit.store(true, Ordering::Relaxed);
     Prepared {
@@ -240,7 +240,7 @@ async fn each_checkpoint_commits_what_its_barrier_closed_after_it_is_durable() {
         let expected: Vec<i64> = (0..ROWS as i64).filter(|id| *id as usize % 2 == w).collect();
         assert_eq!(mine, expected, "worker {w}");
     }
-    let cp = p.state.checkpoint().unwrap().unwrap();
+    let cp = p.state.dir().unwrap().checkpoint().unwrap().unwrap();
     assert!(cp.finished && cp.committed);
     assert_eq!(cp.sources["numbers"].len(), 2);
     assert_eq!(seen.recovered.lock().unwrap().as_slice(), [0], "one recovery, of a fresh state dir");
@@ -254,7 +254,7 @@ async fn a_restart_commits_the_last_checkpoint_again_and_goes_on() {
     let p = prepared(dir.path(), &seen);
     let e = run_to_end(&p).await.unwrap_err().to_string();
     assert_eq!(e, "the memory sink cannot commit checkpoint 2 (a crash)");
-    let cp = p.state.checkpoint().unwrap().unwrap();
+    let cp = p.state.dir().unwrap().checkpoint().unwrap().unwrap();
     assert_eq!((cp.id, cp.committed), (2, false), "checkpoint 2 is durable, its commit is not done");
     drop(p);
 
@@ -463,7 +463,7 @@ async fn a_schema_change_reaches_the_sink_in_order_and_makes_new_transform_insta
         name: "changing".into(),
         parallelism: 1,
         checkpoint_interval: Duration::from_secs(10),
-        state: Arc::new(crate::state::StateDir::open(dir.path()).unwrap()),
+        state: Arc::new(crate::state::Store::Dir(crate::state::StateDir::open(dir.path()).unwrap())),
         source: Named { name: "changing".into(), component: Arc::new(Changing) },
         transforms: vec![Named { name: "counting".into(), component: Arc::new(Counting(log.clone())) }],
         sinks: vec![Named { name: "recording".into(), component: Arc::new(Recording(log.clone())) }],
@@ -485,7 +485,7 @@ async fn a_schema_change_reaches_the_sink_in_order_and_makes_new_transform_insta
         ]
     );
     // The transform's state is checkpointed per table.
-    let cp = p.state.checkpoint().unwrap().unwrap();
+    let cp = p.state.dir().unwrap().checkpoint().unwrap().unwrap();
     assert_eq!(cp.transforms["counting"], [serde_json::json!({ "app.users": 5 })]);
 }
 
@@ -564,6 +564,6 @@ async fn rows_a_transform_rejects_are_committed_once_as_dead_letters_and_the_res
     let text = crate::metrics::metrics_text(&p.stats, "memory");
     assert!(text.contains(&format!("sluice_dead_letters_total{{pipeline=\"memory\"}} {counted}\n")), "{text}");
     // The dead letters are the last sink of each checkpoint.
-    let cp = p.state.checkpoint().unwrap().unwrap();
+    let cp = p.state.dir().unwrap().checkpoint().unwrap().unwrap();
     assert!(cp.sinks.contains_key("dead_letter"), "{:?}", cp.sinks.keys().collect::<Vec<_>>());
 }

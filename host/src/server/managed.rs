@@ -272,6 +272,7 @@ impl Managed {
             d.apply(&mut file)?;
         }
         let placement = Placement {
+            cluster: None,
             state_dir: self.dir.join("state"),
             base_dir: self.dir.clone(),
             confinement: Some(ctx.confinement.clone()),

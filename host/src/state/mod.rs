@@ -2,12 +2,16 @@
 //! and the journals components keep of what they open (a sink's labels). Every write of a file
 //! is atomic (write, fsync, rename, fsync the directory), so a crash at any moment leaves either
 //! the old or the new file; a journal is appended to and made durable by [`Journal::sync`].
+//!
+//! A clustered pipeline keeps the same things in etcd and object storage instead ([`cluster`]).
+
+pub mod cluster;
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -25,6 +29,8 @@ pub enum StateError {
     Locked { path: PathBuf },
     #[error("{path}: {detail}; the state dir was written by another version of Sluice or is damaged")]
     Corrupt { path: PathBuf, detail: String },
+    #[error("{0}")]
+    Cluster(String),
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> StateError {
@@ -51,6 +57,48 @@ pub struct Checkpoint {
     pub sinks: BTreeMap<String, Vec<serde_json::Value>>,
     /// Whether every sink has committed them.
     pub committed: bool,
+}
+
+/// Where a pipeline keeps its checkpoints and journals.
+pub enum Store {
+    /// A state dir of this process's (`pipeline.state_dir`).
+    Dir(StateDir),
+    /// etcd and object storage, shared by the processes of a `[cluster]`.
+    Cluster(Arc<cluster::Clustered>),
+}
+
+impl Store {
+    /// The state dir, when the state is kept in one.
+    pub fn dir(&self) -> Option<&StateDir> {
+        match self {
+            Store::Dir(d) => Some(d),
+            Store::Cluster(_) => None,
+        }
+    }
+
+    /// Where the state is, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Dir(d) => format!("state dir {}", d.path().display()),
+            Store::Cluster(c) => format!("cluster store {}", c.store().location()),
+        }
+    }
+
+    /// The pipeline's stable identity.
+    pub fn pipeline_id(&self) -> Result<String, StateError> {
+        match self {
+            Store::Dir(d) => d.pipeline_id(),
+            Store::Cluster(c) => Ok(c.pipeline_id()),
+        }
+    }
+
+    /// The journal named `name`.
+    pub fn journal(&self, name: &str) -> Result<Journal, StateError> {
+        match self {
+            Store::Dir(d) => d.journal(name),
+            Store::Cluster(c) => Journal::remote(c.store().clone(), name),
+        }
+    }
 }
 
 /// How long [`StateDir::open`] waits for a lock that is held.
@@ -163,64 +211,102 @@ pub fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, StateError> {
     serde_json::from_value(value).map(Some).map_err(|e| StateError::Corrupt { path: p, detail: e.to_string() })
 }
 
-/// An append-only log of JSON lines that a component keeps in the state dir, e.g. the labels a
-/// sink opened, so that it can recover what a crash left open.
+/// An append-only log of JSON entries that a component keeps with the pipeline's state, e.g. the
+/// labels a sink opened, so that it can recover what a crash left open: lines of a file in the
+/// state dir, or (clustered) one object an entry in the cluster's store.
+///
+/// Its methods block; async code calls them through `spawn_blocking` ([`Journal::append`] only
+/// buffers, and may be called anywhere).
 #[derive(Debug)]
 pub struct Journal {
-    path: PathBuf,
-    file: Mutex<File>,
+    kind: JournalKind,
+}
+
+#[derive(Debug)]
+enum JournalKind {
+    File { path: PathBuf, file: Mutex<File> },
+    Remote(cluster::RemoteJournal),
 }
 
 impl Journal {
     fn open(path: PathBuf) -> Result<Journal, StateError> {
         let file = OpenOptions::new().create(true).append(true).open(&path).map_err(|e| io(&path, e))?;
-        Ok(Journal { path, file: Mutex::new(file) })
+        Ok(Journal { kind: JournalKind::File { path, file: Mutex::new(file) } })
+    }
+
+    fn remote(store: sluice_cluster::StateStore, name: &str) -> Result<Journal, StateError> {
+        Ok(Journal { kind: JournalKind::Remote(cluster::RemoteJournal::new(store, name)?) })
     }
 
     /// Append `entry`; it is durable after the next [`Journal::sync`].
     pub fn append<T: Serialize>(&self, entry: &T) -> Result<(), StateError> {
-        let mut line = serde_json::to_vec(entry).map_err(|e| io(&self.path, e))?;
-        line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        file.write_all(&line).map_err(|e| io(&self.path, e))
+        match &self.kind {
+            JournalKind::File { path, file } => {
+                let mut line = serde_json::to_vec(entry).map_err(|e| io(path, e))?;
+                line.push(b'\n');
+                let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+                file.write_all(&line).map_err(|e| io(path, e))
+            }
+            JournalKind::Remote(r) => r.append(serde_json::to_vec(entry).expect("journal entries serialise")),
+        }
     }
 
     /// Make every entry appended so far durable.
     pub fn sync(&self) -> Result<(), StateError> {
-        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        file.sync_data().map_err(|e| io(&self.path, e))
+        match &self.kind {
+            JournalKind::File { path, file } => {
+                let file = file.lock().unwrap_or_else(|p| p.into_inner());
+                file.sync_data().map_err(|e| io(path, e))
+            }
+            JournalKind::Remote(r) => r.sync(),
+        }
     }
 
-    /// Every entry in the journal. A crash can cut the last line short; such a line was never
-    /// synced, so what it describes was never started, and it is skipped.
+    /// Every entry in the journal. A crash can cut the last line of a file short; such a line
+    /// was never synced, so what it describes was never started, and it is skipped.
     pub fn entries<T: DeserializeOwned>(&self) -> Result<Vec<T>, StateError> {
-        let file = File::open(&self.path).map_err(|e| io(&self.path, e))?;
-        let mut out = Vec::new();
-        for line in BufReader::new(file).lines() {
-            let line = line.map_err(|e| io(&self.path, e))?;
-            if line.trim().is_empty() {
-                continue;
+        match &self.kind {
+            JournalKind::File { path, .. } => {
+                Ok(file_entries(path)?.into_iter().filter_map(|l| serde_json::from_str(&l).ok()).collect())
             }
-            if let Ok(entry) = serde_json::from_str(&line) {
-                out.push(entry);
+            JournalKind::Remote(r) => {
+                Ok(r.entries()?.into_iter().filter_map(|(_, bytes)| serde_json::from_slice(&bytes).ok()).collect())
             }
         }
-        Ok(out)
     }
 
-    /// Keep only the entries for which `keep` is true (rewritten atomically).
+    /// Keep only the entries for which `keep` is true.
     pub fn retain<T: Serialize + DeserializeOwned>(&self, keep: impl Fn(&T) -> bool) -> Result<(), StateError> {
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let kept: Vec<T> = self.entries::<T>()?.into_iter().filter(|e| keep(e)).collect();
-        let mut text = Vec::new();
-        for e in &kept {
-            text.extend(serde_json::to_vec(e).map_err(|e| io(&self.path, e))?);
-            text.push(b'\n');
+        match &self.kind {
+            JournalKind::File { path, file } => {
+                let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+                let mut text = Vec::new();
+                for line in file_entries(path)? {
+                    if serde_json::from_str::<T>(&line).is_ok_and(|e| keep(&e)) {
+                        text.extend(line.as_bytes());
+                        text.push(b'\n');
+                    }
+                }
+                write_atomic(path, &text)?;
+                *file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
+                Ok(())
+            }
+            JournalKind::Remote(r) => r.retain(|bytes| serde_json::from_slice::<T>(bytes).is_ok_and(|e| keep(&e))),
         }
-        write_atomic(&self.path, &text)?;
-        *file = OpenOptions::new().append(true).open(&self.path).map_err(|e| io(&self.path, e))?;
-        Ok(())
     }
+}
+
+/// The non-empty lines of a journal file.
+fn file_entries(path: &Path) -> Result<Vec<String>, StateError> {
+    let file = File::open(path).map_err(|e| io(path, e))?;
+    let mut out = Vec::new();
+    for line in BufReader::new(file).lines() {
+        let line = line.map_err(|e| io(path, e))?;
+        if !line.trim().is_empty() {
+            out.push(line);
+        }
+    }
+    Ok(out)
 }
 
 /// Write, fsync, rename over, fsync the directory.

@@ -167,10 +167,17 @@ pub struct Background {
 
 impl Background {
     pub fn start(path: &std::path::Path) -> Self {
+        Self::start_with(path, &[], &[])
+    }
+
+    /// [`Background::start`] with more arguments to `sluice run` and more environment.
+    pub fn start_with(path: &std::path::Path, args: &[&str], env: &[(String, String)]) -> Self {
         use std::io::BufRead;
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["run", "--quiet"])
+            .args(args)
             .arg(path)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("SLUICE_LOG", "info")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -203,6 +210,12 @@ impl Background {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         panic!("{what}: not within {secs} s\n{}", self.log());
+    }
+
+    /// Send `signal` (`STOP`, `CONT`, …) to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        assert!(std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap().success());
     }
 
     pub fn kill_9(mut self) {

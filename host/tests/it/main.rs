@@ -3,6 +3,7 @@
 
 mod architecture;
 mod cli;
+mod cluster;
 mod common;
 mod dead_letter;
 mod decoders;

@@ -307,7 +307,7 @@ async fn initial_mirrors_the_snapshot_then_follows_the_binlog() {
     let report = report.unwrap_or_else(|e| panic!("{e:#}"));
     assert!(!report.finished && report.restarts == 0, "{report:?}");
     // Worker 0's position holds the binlog position after the last transaction.
-    let cp = prepared.state.checkpoint().unwrap().unwrap();
+    let cp = prepared.state.dir().unwrap().checkpoint().unwrap().unwrap();
     let binlog = &cp.sources["mysql"][0]["binlog"];
     assert!(binlog["file"].as_str().is_some_and(|f| f.starts_with("binlog.")), "{binlog}");
     assert!(binlog["pos"].as_u64() > Some(4), "{binlog}");
@@ -677,7 +677,7 @@ async fn startup_modes_read_the_binlog_from_where_they_say() {
         stop.send(true).unwrap();
         let (report, prepared) = task.await.unwrap();
         report.unwrap_or_else(|e| panic!("{db}: {e:#}"));
-        let cp = prepared.state.checkpoint().unwrap().unwrap();
+        let cp = prepared.state.dir().unwrap().checkpoint().unwrap().unwrap();
         let at = &cp.sources["mysql"][0]["binlog"];
         assert!(at["gtid"].as_str().is_some_and(|g| g.starts_with("0-1-")), "{db}: {at}");
     }

@@ -1,5 +1,7 @@
 //! The Doris sink's committer: commits the pre-committed transactions of a durable checkpoint,
-//! and after a crash rolls back every other load the sink journaled.
+//! and after a crash rolls back every other load the sink journaled. Once a checkpoint is
+//! complete, a load journaled for it (or before) that it did not commit is aborted too: a
+//! deposed cluster leader's, which woke after the new leader had recovered.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +39,8 @@ pub struct DorisCommitter {
     pub journal: Arc<Journal>,
     /// Commits tried again after a failure.
     pub commit_retries: Arc<AtomicU64>,
+    /// The labels the last [`Committer::commit`] committed, by checkpoint.
+    pub committed: std::sync::Mutex<Option<(u64, std::collections::HashSet<String>)>>,
 }
 
 /// Commit attempts after the first, before the failure restarts the pipeline.
@@ -67,13 +71,25 @@ impl DorisCommitter {
         }
     }
 
-    async fn blocking(
+    async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Journal) -> Result<(), crate::state::StateError> + Send + 'static,
-    ) -> anyhow::Result<()> {
+        f: impl FnOnce(&Journal) -> Result<T, crate::state::StateError> + Send + 'static,
+    ) -> anyhow::Result<T> {
         let journal = self.journal.clone();
-        tokio::task::spawn_blocking(move || f(&journal)).await??;
-        Ok(())
+        Ok(tokio::task::spawn_blocking(move || f(&journal)).await??)
+    }
+
+    /// Abort the loads of `entries` by label; returns how many were still open.
+    async fn abort<'e>(&self, entries: impl Iterator<Item = &'e LabelEntry>) -> anyhow::Result<usize> {
+        let mut aborted = 0;
+        for entry in entries {
+            match self.client.abort_label(&entry.db, &entry.label).await {
+                Ok(TxnOutcome::Done) => aborted += 1,
+                Ok(TxnOutcome::AlreadyDone) => {}
+                Err(e) => return Err(Restartable::error(e.to_string())),
+            }
+        }
+        Ok(aborted)
     }
 }
 
@@ -92,7 +108,7 @@ fn txns(committables: &[serde_json::Value]) -> anyhow::Result<Vec<Txn>> {
 impl Committer for DorisCommitter {
     /// The loads of one table one after another in the order they were written (a later load of
     /// a checkpoint may change rows an earlier one wrote), different tables at once.
-    async fn commit(&self, _id: u64, committables: &[serde_json::Value]) -> anyhow::Result<u64> {
+    async fn commit(&self, id: u64, committables: &[serde_json::Value]) -> anyhow::Result<u64> {
         let all = txns(committables)?;
         let mut tables: Vec<Vec<&Txn>> = Vec::new();
         for t in &all {
@@ -110,21 +126,15 @@ impl Committer for DorisCommitter {
         for r in futures::future::join_all(groups).await {
             r?;
         }
+        let labels = all.iter().map(|t| t.label.clone()).collect();
+        *self.committed.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, labels));
         Ok(all.len() as u64)
     }
 
     async fn recover(&self, committed: &[serde_json::Value]) -> anyhow::Result<()> {
         let committed = txns(committed)?;
-        let journal = self.journal.clone();
-        let entries: Vec<LabelEntry> = tokio::task::spawn_blocking(move || journal.entries()).await??;
-        let mut aborted = 0;
-        for entry in entries.iter().filter(|e| !committed.iter().any(|t| t.label == e.label)) {
-            match self.client.abort_label(&entry.db, &entry.label).await {
-                Ok(TxnOutcome::Done) => aborted += 1,
-                Ok(TxnOutcome::AlreadyDone) => {}
-                Err(e) => return Err(Restartable::error(e.to_string())),
-            }
-        }
+        let entries: Vec<LabelEntry> = self.blocking(|j| j.entries()).await?;
+        let aborted = self.abort(entries.iter().filter(|e| !committed.iter().any(|t| t.label == e.label))).await?;
         if aborted > 0 {
             tracing::info!("aborted {aborted} load(s) left open by an earlier run");
         }
@@ -132,6 +142,25 @@ impl Committer for DorisCommitter {
     }
 
     async fn on_checkpoint_complete(&self, id: u64) -> anyhow::Result<()> {
-        self.blocking(move |j| j.retain(|e: &LabelEntry| e.checkpoint > id)).await
+        let committed = match self.committed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some((c, labels)) if c == id => labels,
+            _ => Default::default(),
+        };
+        let entries: Vec<LabelEntry> = self.blocking(|j| j.entries()).await?;
+        // Best effort: a stray that cannot be aborted now is aborted by Doris' own timeout.
+        for e in entries.iter().filter(|e| e.checkpoint <= id && !committed.contains(&e.label)) {
+            match self.client.abort_label(&e.db, &e.label).await {
+                Ok(TxnOutcome::Done) => {
+                    tracing::warn!(label = %e.label, "aborted a load journaled for checkpoint {id} that it does not commit")
+                }
+                Ok(TxnOutcome::AlreadyDone) => {}
+                Err(err) => {
+                    tracing::warn!(label = %e.label, "a load journaled for checkpoint {id} that it does not commit: {err}")
+                }
+            }
+        }
+        // Only what was looked at above goes: an entry journaled meanwhile is looked at next time.
+        let seen: std::collections::HashSet<String> = entries.into_iter().map(|e| e.label).collect();
+        self.blocking(move |j| j.retain(|e: &LabelEntry| e.checkpoint > id || !seen.contains(&e.label))).await
     }
 }

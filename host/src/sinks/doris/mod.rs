@@ -282,6 +282,7 @@ impl SinkConfig for DorisSink {
             client: conn.client.clone(),
             journal: journal.clone(),
             commit_retries: metrics.commit_retries.clone(),
+            committed: Default::default(),
         };
         Ok(Arc::new(DorisTarget {
             settings: Arc::new(settings),
@@ -616,8 +617,10 @@ impl SinkWriter for DorisSinkWriter {
         Ok(())
     }
 
-    async fn prepare_commit(&mut self, _checkpoint: u64) -> anyhow::Result<serde_json::Value> {
-        Ok(serde_json::to_value(self.writer.prepare_commit().await?)?)
+    async fn prepare_commit(&mut self, checkpoint: u64) -> anyhow::Result<serde_json::Value> {
+        let txns = self.writer.prepare_commit().await?;
+        self.writer.resume_at(checkpoint + 1);
+        Ok(serde_json::to_value(txns)?)
     }
 
     fn take_dead_letters(&mut self) -> Vec<crate::runtime::dead_letter::DeadLetter> {

@@ -269,6 +269,8 @@ type LoadTask = JoinHandle<Result<LoadResponse, DorisError>>;
 struct OpenLoad {
     label: Option<String>,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    /// Set when the body is complete; until then a closed channel breaks the body off.
+    ended: Arc<std::sync::atomic::AtomicBool>,
     /// Taken when the reply is awaited; a load dropped with its task still here is cut off, so
     /// Doris aborts it instead of loading a partial body.
     task: Option<LoadTask>,
@@ -702,7 +704,17 @@ impl DorisWriter {
         let columns: Vec<String> = data.schema().fields().iter().map(|f| f.name().clone()).collect();
         let headers = load_headers(&settings, label.as_deref(), &columns, with_sign, settings.two_phase);
         let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(settings.buffer_count);
-        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        // The body ends only when the writer says so: a writer dropped mid-load (its worker
+        // cancelled, the process stopping) breaks the body off, so Doris aborts the load instead
+        // of taking what it got for all of it.
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let body_ended = ended.clone();
+        let stream = futures::stream::poll_fn(move |cx| match rx.poll_recv(cx) {
+            std::task::Poll::Ready(None) if !body_ended.load(Ordering::Acquire) => {
+                std::task::Poll::Ready(Some(Err(std::io::Error::other("the load was abandoned before its body ended"))))
+            }
+            other => other,
+        });
         let body = reqwest::Body::wrap_stream(stream);
         let client = self.client.clone();
         let (db, table) = (ts.db.clone(), ts.table.clone());
@@ -714,6 +726,7 @@ impl DorisWriter {
         ts.open = Some(OpenLoad {
             label,
             tx,
+            ended,
             task: Some(task),
             started: Instant::now(),
             buf: Vec::with_capacity(settings.buffer_size),
@@ -812,6 +825,12 @@ impl DorisWriter {
             batch_load(&client, &metrics, &settings, &db, &table, label.as_deref(), &headers, body).await
         });
         Ok(())
+    }
+
+    /// Rows written from now on belong to checkpoint `checkpoint` at the earliest (a cluster's
+    /// checkpoint numbers grow but are not always consecutive).
+    pub fn resume_at(&mut self, checkpoint: u64) {
+        self.checkpoint = self.checkpoint.max(checkpoint);
     }
 
     /// The checkpoint barrier: end every open load and return the transactions to commit once
@@ -1017,6 +1036,7 @@ async fn finish_load(
         send_chunk(&mut open, chunk, settings, db, table).await?;
     }
     let task = open.task.take().expect("task present while the body is written");
+    open.ended.store(true, Ordering::Release);
     let (tx, _) = mpsc::channel(1);
     drop(std::mem::replace(&mut open.tx, tx));
     let (started, label) = (open.started, open.label.clone().unwrap_or_default());

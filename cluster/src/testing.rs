@@ -1,12 +1,13 @@
-//! Real servers for the cluster's tests, as processes on loopback: an etcd cluster of Debian's
-//! `etcd` and an S3 server (`moto_server`, from PyPI).
+//! Real servers for tests of clustered pipelines, as processes on loopback: an etcd cluster of
+//! Debian's `etcd` (`$SLUICE_ETCD`, else `etcd` on the PATH) and an S3 server (`moto_server`
+//! from PyPI: `$SLUICE_MOTO_SERVER`, else on the PATH). Feature `testing`.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn free_port() -> u16 {
+fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
@@ -83,6 +84,14 @@ impl Etcd {
             wait_for_port(*client, &format!("etcd member m{i}"), etcd.members[i].as_mut().unwrap())?;
         }
         Ok(etcd)
+    }
+
+    /// `etcd://host:port,…` for a pipeline's `[cluster]`.
+    pub fn url(&self) -> String {
+        format!(
+            "etcd://{}",
+            self.endpoints.iter().map(|e| e.trim_start_matches("http://")).collect::<Vec<_>>().join(",")
+        )
     }
 
     /// kill -9 member `i`.
@@ -170,10 +179,20 @@ impl S3 {
         ]
     }
 
-    pub fn store(&self, prefix: &str) -> sluice_cluster::StateStore {
+    /// The environment that points the AWS tools (and Sluice) at it.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.settings().into_iter().map(|(k, v)| (k.to_ascii_uppercase(), v)).collect()
+    }
+
+    /// `s3://bucket/prefix` for a pipeline's `[cluster]`.
+    pub fn store_url(&self, prefix: &str) -> String {
+        format!("s3://{}/{prefix}", self.bucket)
+    }
+
+    pub fn store(&self, prefix: &str) -> crate::StateStore {
         let settings = self.settings();
         let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        sluice_cluster::StateStore::open_with(&format!("s3://{}/{prefix}", self.bucket), &settings).unwrap()
+        crate::StateStore::open_with(&format!("s3://{}/{prefix}", self.bucket), &settings).unwrap()
     }
 
     pub fn kill(&mut self) {
