@@ -11,7 +11,8 @@ use crate::common::{Background, Doris, pipeline_file};
 
 const TABLE: &str = "CREATE TABLE test.cluster_rows (id BIGINT, name VARCHAR(64), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4";
 const ROWS: u64 = 40_000;
-const LEASE_TTL: Duration = Duration::from_secs(2);
+// Long enough that a loaded machine does not miss a renewal.
+const LEASE_TTL: Duration = Duration::from_secs(4);
 
 fn pipeline(doris: &Doris, etcd: &Etcd, s3: &S3) -> String {
     format!(
