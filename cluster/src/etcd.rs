@@ -49,7 +49,10 @@ fn unanswered(e: &etcd_client::Error) -> bool {
     match e {
         etcd_client::Error::GRpcStatus(s) => {
             // A connection that broke mid-call comes back as `Unknown` with the transport's error.
+            // etcd's own transient answers: "leader changed", "no leader", "request timed out".
+            let transient = ["leader changed", "no leader", "timed out"].iter().any(|m| s.message().contains(m));
             s.code() == tonic::Code::Unavailable
+                || transient
                 || std::error::Error::source(s).is_some_and(|e| e.is::<tonic::transport::Error>())
         }
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
@@ -196,11 +199,13 @@ impl Member {
             let mut client = self.client.clone();
             let resp = match client.campaign(name.as_str(), self.id.as_str(), self.lease).await {
                 Ok(resp) => resp,
+                // A member that went away mid-campaign: ask again, another member answers.
+                Err(e) if unanswered(&e) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
                 Err(etcd_client::Error::GRpcStatus(s))
-                    if matches!(
-                        s.code(),
-                        tonic::Code::DeadlineExceeded | tonic::Code::Cancelled | tonic::Code::Unavailable
-                    ) =>
+                    if matches!(s.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) =>
                 {
                     continue;
                 }

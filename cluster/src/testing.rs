@@ -68,7 +68,7 @@ impl Etcd {
                 .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
                 .args(["--initial-cluster", &initial.join(",")])
                 .args(["--initial-cluster-state", "new", "--initial-cluster-token", &token])
-                .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+                .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
