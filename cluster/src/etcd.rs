@@ -5,7 +5,10 @@
 //! - `<ns>/leader/…`: the election (etcd's election API); the leader's key's creation revision
 //!   is its epoch;
 //! - `<ns>/counter`: the last checkpoint number handed out;
-//! - `<ns>/latest`: the last published checkpoint — the commit point.
+//! - `<ns>/latest`: the last published checkpoint — the commit point;
+//! - `<ns>/committed`: the last checkpoint whose transactions are all committed;
+//! - `<ns>/runs`, `<ns>/plans`: counters of runs and plans;
+//! - `<ns>/work/…`: the plan, barriers and acks of the work spread over members (see [`crate::work`]).
 
 use std::time::Duration;
 
@@ -60,10 +63,15 @@ fn unanswered(e: &etcd_client::Error) -> bool {
     }
 }
 
+/// Whether a call that waits (a campaign) ran out of time or was cut off before it was answered.
+fn waited_too_long(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if matches!(s.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled))
+}
+
 /// Run an etcd call, asking again for about five seconds while members do not answer: with one
 /// member of three down, a later attempt goes to another. Every call Sluice makes may be asked
 /// twice (gets, puts of the same value, guarded transactions whose guard a first success fails).
-async fn call<T, F, Fut>(endpoints: &str, f: F) -> Result<T>
+pub(crate) async fn call<T, F, Fut>(endpoints: &str, f: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
@@ -108,11 +116,11 @@ fn text(bytes: &[u8]) -> String {
 
 /// This process in the cluster: a lease kept alive, and its member key.
 pub struct Member {
-    client: Client,
-    endpoints: String,
-    namespace: String,
-    id: String,
-    lease: i64,
+    pub(crate) client: Client,
+    pub(crate) endpoints: String,
+    pub(crate) namespace: String,
+    pub(crate) id: String,
+    pub(crate) lease: i64,
     lost: watch::Receiver<bool>,
     keepalive: tokio::task::JoinHandle<()>,
 }
@@ -194,19 +202,14 @@ impl Member {
                     detail: format!("the lease of member `{}` expired while it waited to lead", self.id),
                 });
             }
-            // etcd holds a campaign until the leaders before it are gone; a call that times out
-            // meanwhile is asked again (the same lease keeps its place in the queue).
+            // etcd holds a campaign until the leaders before it are gone.
             let mut client = self.client.clone();
             let resp = match client.campaign(name.as_str(), self.id.as_str(), self.lease).await {
                 Ok(resp) => resp,
-                // A member that went away mid-campaign: ask again, another member answers.
-                Err(e) if unanswered(&e) => {
+                // A member that went away mid-campaign, or a wait longer than a call may take:
+                // ask again (another member answers; the lease keeps its place in the queue).
+                Err(e) if unanswered(&e) || waited_too_long(&e) => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-                Err(etcd_client::Error::GRpcStatus(s))
-                    if matches!(s.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) =>
-                {
                     continue;
                 }
                 Err(e) => return Err(etcd_err(&self.endpoints)(e)),
@@ -259,12 +262,20 @@ async fn current_leader(client: &Client, namespace: &str, endpoints: &str) -> Re
 /// Keep the lease alive at a third of its TTL; report it lost once etcd says it expired, or
 /// when no renewal has been confirmed for a whole TTL.
 async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::Sender<bool>) {
-    let every = ttl / 3;
+    // Renew four times a lease, and give each attempt a quarter of it: an attempt that went to a
+    // member that just died gives way to one that reaches another member well before the lease
+    // would run out.
+    let every = ttl / 4;
     let mut confirmed = tokio::time::Instant::now();
     let mut renewals = None;
     loop {
         // Each renewal must be confirmed before the lease would run out since the last one.
         let deadline = confirmed + ttl;
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            tracing::error!("the cluster lease {lease:x} could not be renewed for {ttl:?}");
+            break;
+        }
         let renew = async {
             if renewals.is_none() {
                 renewals = Some(client.lease_keep_alive(lease).await?);
@@ -273,7 +284,7 @@ async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::
             keeper.keep_alive().await?;
             stream.message().await
         };
-        match tokio::time::timeout_at(deadline, renew).await {
+        match tokio::time::timeout_at(deadline.min(now + every), renew).await {
             Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
                 confirmed = tokio::time::Instant::now();
                 tokio::time::sleep(every).await;
@@ -282,15 +293,11 @@ async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::
                 tracing::error!("the cluster lease {lease:x} expired");
                 break;
             }
-            Ok(Ok(None)) | Ok(Err(_)) => {
-                // The member it went to is gone: open the renewals again, elsewhere.
+            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => {
+                // The member it went to is gone or silent: open the renewals again, elsewhere.
                 renewals = None;
                 tracing::warn!("renewing the cluster lease {lease:x} failed, trying again");
                 tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(_) => {
-                tracing::error!("the cluster lease {lease:x} could not be renewed for {ttl:?}");
-                break;
             }
         }
     }
@@ -299,9 +306,9 @@ async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::
 
 /// This process leads the pipeline, for as long as its election key lives.
 pub struct Leadership {
-    client: Client,
+    pub(crate) client: Client,
     endpoints: String,
-    namespace: String,
+    pub(crate) namespace: String,
     member: String,
     key: Vec<u8>,
     epoch: i64,
@@ -368,7 +375,7 @@ impl Leadership {
     }
 
     /// Increment the counter `name`, guarded by the epoch; returns its new value.
-    async fn count(&self, name: &str, what: &str) -> Result<u64> {
+    pub(crate) async fn count(&self, name: &str, what: &str) -> Result<u64> {
         let key = self.key(name);
         loop {
             let (last, version) = self.get_u64(name).await?;
@@ -408,8 +415,13 @@ impl Leadership {
     }
 
     async fn put_guarded(&self, name: &str, value: u64, what: &str) -> Result<()> {
+        self.put_json_guarded(name, value.to_string(), what).await
+    }
+
+    /// Put `value` at `name`, guarded by the epoch.
+    pub(crate) async fn put_json_guarded(&self, name: &str, value: String, what: &str) -> Result<()> {
         let key = self.key(name);
-        let guarded = Txn::new().when([self.guard()]).and_then([TxnOp::put(key.as_str(), value.to_string(), None)]);
+        let guarded = Txn::new().when([self.guard()]).and_then([TxnOp::put(key.as_str(), value, None)]);
         if txn(&self.client, &self.endpoints, guarded).await? { Ok(()) } else { Err(self.fenced(what).await) }
     }
 }

@@ -14,17 +14,22 @@
 //!   idempotent) and aborts every journaled label it does not list.
 //! - **placement** ([`assign`]): units of work (splits) go to members by capacity, and stay where
 //!   they are while their member lives.
+//! - **the work** ([`work`]): the leader publishes a plan (unit → member) and barriers; each
+//!   member runs its units, writes their state of checkpoint *N* and acknowledges it; the
+//!   leader's commit point follows once every unit has.
 
 pub mod assign;
 pub mod etcd;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod work;
 
 use std::collections::BTreeMap;
 
 pub use etcd::{Leadership, Member, parse_etcd_url};
 pub use store::{Manifest, StateStore};
+pub use work::{Barrier, Done, Failure, Plan, Report, View};
 
 /// Why a cluster step failed.
 #[derive(Debug, thiserror::Error)]

@@ -72,7 +72,7 @@ async fn one_leader_at_a_time_and_a_deposed_leader_decides_nothing() {
 #[tokio::test]
 async fn losing_one_etcd_member_of_three_changes_nothing() {
     let mut etcd = Etcd::start(3);
-    let ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(5);
     let a = Member::join(&etcd.endpoints, "/sluice/p2", "a", ttl).await.unwrap();
     let la = a.campaign().await.unwrap();
     assert_eq!(la.next_checkpoint().await.unwrap(), 1);
@@ -204,4 +204,96 @@ async fn an_object_store_lost_during_a_manifest_write_publishes_nothing() {
     assert!(e.starts_with(&format!("object store s3://sluice-down/p5/manifests/{n:020}.json: ")), "{e}");
     assert!(started.elapsed() < Duration::from_secs(40), "the failed write took {:?}", started.elapsed());
     assert_eq!(c.leadership.latest().await.unwrap(), Some(1), "checkpoint {n} was published without its manifest");
+}
+
+/// Until `view` satisfies `ok`, for at most 10 s.
+async fn until(view: &mut sluice_cluster::View, what: &str, ok: impl Fn(&sluice_cluster::View) -> bool) {
+    let wait = async {
+        while !ok(view) {
+            view.changed().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait).await.unwrap_or_else(|_| panic!("waited 10 s for {what}"));
+}
+
+#[tokio::test]
+async fn units_are_planned_acknowledged_and_reported_through_etcd() {
+    use sluice_cluster::work::ack_key;
+    use sluice_cluster::{Barrier, Failure, Plan, Report, assign::assign};
+    let etcd = Etcd::start(3);
+    let ns = "/sluice/p5";
+    let ttl = Duration::from_secs(4);
+    let a = Member::join(&etcd.endpoints, ns, "a", ttl).await.unwrap();
+    let b = Member::join(&etcd.endpoints, ns, "b", ttl).await.unwrap();
+    let c = Member::join(&etcd.endpoints, ns, "c", ttl).await.unwrap();
+    let la = a.campaign().await.unwrap();
+    let mut members = a.members_view();
+    until(&mut members, "three members", |v| v.now().len() == 3).await;
+    assert_eq!(members.now().keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+
+    // The plan: one unit each, seen by every member.
+    let units: Vec<String> = (0..3).map(|w| format!("w{w}")).collect();
+    let capacity: BTreeMap<String, u32> = members.now().keys().map(|m| (m.clone(), 1)).collect();
+    let plan = la.publish_plan(None, assign(&units, &capacity, &BTreeMap::new())).await.unwrap();
+    assert_eq!(plan.generation, 1);
+    let mut seen = b.plan_view();
+    until(&mut seen, "b sees the plan", |v| v.value::<Plan>().as_ref() == Some(&plan)).await;
+    let mine: Vec<String> = [&a, &b, &c].iter().flat_map(|m| plan.units_of(m.id())).collect();
+    assert_eq!(mine.len(), 3, "every unit has exactly one member: {plan:?}");
+
+    // A barrier; each member acknowledges its unit; the leader sees all three.
+    let mut acks = a.acks_view(plan.generation);
+    let barrier = la.barrier(plan.generation, 1, false).await.unwrap();
+    let mut at_c = c.barrier_view();
+    until(&mut at_c, "c sees the barrier", |v| v.value::<Barrier>() == Some(barrier)).await;
+    for m in [&a, &b, &c] {
+        for unit in plan.units_of(m.id()) {
+            m.ack(&barrier, &unit, &format!("state/{:020}/{unit}", 1)).await.unwrap();
+        }
+    }
+    until(&mut acks, "three acks", |v| v.now().len() == 3).await;
+    let reports = acks.values::<Report>();
+    for unit in &units {
+        let r = &reports[&ack_key(1, unit)];
+        assert_eq!((r.member.as_str(), r.path.clone()), (plan.units[unit].as_str(), format!("state/{:020}/{unit}", 1)));
+    }
+
+    // A failure is reported; a member that left can no longer ack, and its keys are gone.
+    b.fail(plan.generation, true, "stream load of `db.t` failed").await.unwrap();
+    let mut failures = a.failures_view(plan.generation);
+    until(&mut failures, "b's failure", |v| !v.now().is_empty()).await;
+    assert_eq!(
+        failures.values::<Failure>()["b"],
+        Failure {
+            member: "b".into(),
+            generation: 1,
+            restartable: true,
+            message: "stream load of `db.t` failed".into()
+        }
+    );
+    c.leave().await;
+    until(&mut members, "c gone", |v| !v.now().contains_key("c")).await;
+    let c_unit = plan.units_of("c").remove(0);
+    assert!(c.ack(&barrier, &c_unit, "state/x").await.is_err(), "a member without a lease acknowledged");
+    until(&mut acks, "c's ack gone with its lease", |v| !v.now().contains_key(&ack_key(1, &c_unit))).await;
+
+    // The next plan moves c's unit and nothing else; the old generation's keys go.
+    let capacity: BTreeMap<String, u32> = members.now().keys().map(|m| (m.clone(), 1)).collect();
+    let next = la.publish_plan(Some(1), assign(&units, &capacity, &plan.units)).await.unwrap();
+    assert_eq!(next.generation, 2);
+    for unit in &units {
+        if plan.units[unit] != "c" {
+            assert_eq!(next.units[unit], plan.units[unit], "{unit} moved");
+        }
+    }
+    until(&mut acks, "generation 1's acks deleted", |v| v.now().is_empty()).await;
+    until(&mut seen, "b sees plan 2", |v| v.value::<Plan>().is_some_and(|p| p.generation == 2)).await;
+
+    // A deposed leader asks for nothing.
+    a.leave().await;
+    let lb = b.campaign().await.unwrap();
+    let e = la.barrier(next.generation, 2, false).await.unwrap_err();
+    assert!(e.is_fenced(), "{e}");
+    assert!(la.publish_plan(Some(1), next.units.clone()).await.unwrap_err().is_fenced());
+    assert_eq!(lb.publish_plan(Some(1), next.units).await.unwrap().generation, 3, "generations never repeat");
 }
