@@ -117,22 +117,44 @@ pub fn run_pipeline(
             None => runtime::run(&prepared, &opts, stop_rx).await?,
             Some(c) => {
                 let member = c.member().id().to_string();
+                let lost_lease = || {
+                    anyhow::anyhow!(
+                        "member `{member}` lost its cluster lease (etcd did not hear from it for `lease_ttl`); it stops, and the process that leads next resumes from the last published checkpoint"
+                    )
+                };
+                // Every process runs the units the leader's plan gives it; one also leads.
+                let work = runtime::spread::work(&prepared, c);
+                tokio::pin!(work);
+                let mut lost = c.member().lost();
                 eprintln!("member `{member}` of pipeline `{}`: standing by to lead", prepared.name);
                 tokio::select! {
                     epoch = c.lead() => eprintln!("member `{member}` leads pipeline `{}` (epoch {})", prepared.name, epoch?),
+                    finished = &mut work => {
+                        finished?;
+                        eprintln!("member `{member}`: pipeline `{}` finished", prepared.name);
+                        c.leave().await;
+                        return Ok(());
+                    }
                     _ = stop_rx.wait_for(|s| *s) => {
                         eprintln!("member `{member}` stopped while standing by");
                         c.leave().await;
                         return Ok(());
                     }
+                    _ = lost.wait_for(|l| *l) => return Err(lost_lease()),
                 }
-                let mut lost = c.member().lost();
+                let lead = runtime::run(&prepared, &opts, stop_rx);
+                tokio::pin!(lead);
+                let mut working = true;
                 // The lease gone, another process leads: stop at once, deciding nothing more.
-                tokio::select! {
-                    report = runtime::run(&prepared, &opts, stop_rx) => report?,
-                    _ = lost.wait_for(|l| *l) => anyhow::bail!(
-                        "member `{member}` lost its cluster lease (etcd did not hear from it for `lease_ttl`); it stops, and the process that leads next resumes from the last published checkpoint"
-                    ),
+                loop {
+                    tokio::select! {
+                        report = &mut lead => break report?,
+                        done = &mut work, if working => {
+                            done?;
+                            working = false;
+                        }
+                        _ = lost.wait_for(|l| *l) => return Err(lost_lease()),
+                    }
                 }
             }
         };

@@ -17,6 +17,7 @@ pub mod dead_letter;
 pub mod event;
 pub mod sink;
 pub mod source;
+pub mod spread;
 pub mod transform;
 mod worker;
 
@@ -132,7 +133,8 @@ impl Prepared {
     }
 }
 
-/// Run the pipeline until its sources are exhausted or `stop` turns true. A restartable failure
+/// Run the pipeline until its sources are exhausted or `stop` turns true (clustered: lead it,
+/// while [`spread::work`] runs this process's units). A restartable failure
 /// restarts it from its last checkpoint, up to the sinks' `max_retries` times in a row (a
 /// completed checkpoint resets the count).
 pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -> anyhow::Result<RunReport> {
@@ -140,9 +142,15 @@ pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -
     let mut failures = 0u32;
     let policy = crate::retry::backoff(Duration::from_millis(500), max_restarts as usize);
     let mut waits = policy.build();
+    // Clustered: the units' last placement, kept across restarts (sticky).
+    let mut placed = BTreeMap::new();
     loop {
         let started = p.stats.checkpoints.load(Ordering::Relaxed);
-        match run_once(p, opts, stop.clone()).await {
+        let attempt = match &*p.state {
+            Store::Dir(_) => run_once(p, opts, stop.clone()).await,
+            Store::Cluster(c) => spread::lead_once(p, c, opts, stop.clone(), &mut placed).await,
+        };
+        match attempt {
             Ok((checkpoint, finished)) => {
                 return Ok(RunReport {
                     checkpoint,
@@ -249,27 +257,12 @@ async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
     Ok((run, checkpoint))
 }
 
-/// A checkpoint whose barrier is out: the acknowledgements so far.
-struct PendingCheckpoint {
-    id: u64,
-    acks: Vec<Option<Ack>>,
-    /// The sources stop after it.
-    last: bool,
-    started: Instant,
-}
-
-async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::Result<(u64, bool)> {
-    let (run, checkpoint) = recover(p).await?;
-    let last_id = checkpoint.as_ref().map_or(0, |c| c.id);
-    if let Some(cp) = &checkpoint
-        && cp.finished
-    {
-        tracing::info!("the pipeline finished at checkpoint {last_id}; nothing to do");
-        return Ok((last_id, true));
-    }
+/// Each worker's position in `checkpoint` (none without one), refusing a checkpoint taken with
+/// another parallelism.
+fn restored_positions(p: &Prepared, checkpoint: Option<&Checkpoint>) -> anyhow::Result<Vec<Option<serde_json::Value>>> {
     let n = p.parallelism;
-    let saved = checkpoint.as_ref().and_then(|c| c.sources.get(&p.source.name));
-    if let (Some(cp), Some(saved)) = (&checkpoint, saved)
+    let saved = checkpoint.and_then(|c| c.sources.get(&p.source.name));
+    if let (Some(cp), Some(saved)) = (checkpoint, saved)
         && saved.len() != n
     {
         anyhow::bail!(
@@ -278,18 +271,39 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             saved.len()
         );
     }
-    let positions: Vec<Option<serde_json::Value>> = (0..n).map(|w| saved.and_then(|s| s.get(w)).cloned()).collect();
+    Ok((0..n).map(|w| saved.and_then(|s| s.get(w)).cloned()).collect())
+}
+
+/// A run's workers and the channels the coordinator drives them by.
+struct Workers {
+    tasks: JoinSet<anyhow::Result<()>>,
+    trigger_tx: watch::Sender<Trigger>,
+    completed_tx: watch::Sender<u64>,
+    ack_rx: mpsc::UnboundedReceiver<Ack>,
+    exhausted_rx: mpsc::UnboundedReceiver<usize>,
+    now_rx: mpsc::UnboundedReceiver<()>,
+}
+
+/// Start workers `which` (of `p.parallelism`) of run `run` from `checkpoint`: each one's reader
+/// at its position, its writers, and its transforms' state.
+async fn start_workers(
+    p: &Prepared,
+    enumerator: &mut dyn SplitEnumerator,
+    checkpoint: Option<&Checkpoint>,
+    run: u64,
+    which: &[usize],
+    positions: &[Option<serde_json::Value>],
+) -> anyhow::Result<Workers> {
+    let last_id = checkpoint.map_or(0, |c| c.id);
     let (trigger_tx, trigger_rx) = watch::channel(Trigger { id: last_id, last: false });
     let (completed_tx, completed_rx) = watch::channel(last_id);
-    let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<Ack>();
-    let (exhausted_tx, mut exhausted_rx) = mpsc::unbounded_channel::<usize>();
-    let (now_tx, mut now_rx) = mpsc::unbounded_channel::<()>();
+    let (ack_tx, ack_rx) = mpsc::unbounded_channel::<Ack>();
+    let (exhausted_tx, exhausted_rx) = mpsc::unbounded_channel::<usize>();
+    let (now_tx, now_rx) = mpsc::unbounded_channel::<()>();
     let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
-    p.stats.splits.reset();
-    let mut enumerator = p.source.component.enumerator(&positions).await?;
     let transforms: Arc<[Named<Arc<dyn Transform>>]> = p.transforms.clone().into();
-    for (w, position) in positions.iter().enumerate() {
-        let reader = enumerator.reader(w, position.as_ref()).await?;
+    for &w in which {
+        let reader = enumerator.reader(w, positions[w].as_ref()).await?;
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         let feed = worker::Feed {
             worker: w,
@@ -309,7 +323,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
         }
         let restored = transforms
             .iter()
-            .map(|t| checkpoint.as_ref().and_then(|c| c.transforms.get(&t.name)).and_then(|s| s.get(w)).cloned())
+            .map(|t| checkpoint.and_then(|c| c.transforms.get(&t.name)).and_then(|s| s.get(w)).cloned())
             .collect();
         let worker = Worker {
             worker: w,
@@ -328,7 +342,34 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
         };
         tasks.spawn(worker.run(rx));
     }
-    drop(ack_tx);
+    Ok(Workers { tasks, trigger_tx, completed_tx, ack_rx, exhausted_rx, now_rx })
+}
+
+/// A checkpoint whose barrier is out: the acknowledgements so far.
+struct PendingCheckpoint {
+    id: u64,
+    acks: Vec<Option<Ack>>,
+    /// The sources stop after it.
+    last: bool,
+    started: Instant,
+}
+
+async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::Result<(u64, bool)> {
+    let (run, checkpoint) = recover(p).await?;
+    let last_id = checkpoint.as_ref().map_or(0, |c| c.id);
+    if let Some(cp) = &checkpoint
+        && cp.finished
+    {
+        tracing::info!("the pipeline finished at checkpoint {last_id}; nothing to do");
+        return Ok((last_id, true));
+    }
+    let n = p.parallelism;
+    let positions = restored_positions(p, checkpoint.as_ref())?;
+    p.stats.splits.reset();
+    let mut enumerator = p.source.component.enumerator(&positions).await?;
+    let all: Vec<usize> = (0..n).collect();
+    let Workers { mut tasks, trigger_tx, completed_tx, mut ack_rx, mut exhausted_rx, mut now_rx } =
+        start_workers(p, enumerator.as_mut(), checkpoint.as_ref(), run, &all, &positions).await?;
     let _bar = metrics::progress_bar(opts.quiet, enumerator.total_rows(), p.stats.clone());
 
     let interval = p.checkpoint_interval;
@@ -425,6 +466,21 @@ async fn complete_checkpoint(
     finished: bool,
     started: Instant,
 ) -> anyhow::Result<()> {
+    let cp = assemble_checkpoint(p, run, id, &acks, finished);
+    // The commit point: the checkpoint durable (and, clustered, published under this leader's
+    // epoch). Nothing is committed before it.
+    match &*p.state {
+        Store::Dir(_) => {
+            let (state, written) = (p.state.clone(), cp.clone());
+            blocking(move || state.dir().expect("a state dir").write_checkpoint(&written)).await?;
+        }
+        Store::Cluster(c) => c.publish(&cp, BTreeMap::new()).await?,
+    }
+    commit_checkpoint(p, &cp, Some(enumerator), started).await
+}
+
+/// The checkpoint of the workers' acknowledgements (in worker order).
+fn assemble_checkpoint(p: &Prepared, run: u64, id: u64, acks: &[Ack], finished: bool) -> Checkpoint {
     let positions: Vec<serde_json::Value> = acks.iter().map(|a| a.position.clone()).collect();
     let mut transforms = BTreeMap::new();
     for (i, t) in p.transforms.iter().enumerate() {
@@ -439,46 +495,49 @@ async fn complete_checkpoint(
         .enumerate()
         .map(|(i, s)| (s.name.clone(), acks.iter().map(|a| a.committables[i].clone()).collect()))
         .collect();
-    let cp = Checkpoint {
+    Checkpoint {
         version: CHECKPOINT_VERSION,
         pipeline: p.name.clone(),
         id,
         run,
         finished,
-        sources: [(p.source.name.clone(), positions.clone())].into(),
+        sources: [(p.source.name.clone(), positions)].into(),
         transforms,
         sinks,
         committed: false,
-    };
-    let bytes = serde_json::to_vec(&cp).map_or(0, |b| b.len() as u64);
-    // The commit point: the checkpoint durable (and, clustered, published under this leader's
-    // epoch). Nothing is committed before it.
-    match &*p.state {
-        Store::Dir(_) => {
-            let (state, written) = (p.state.clone(), cp.clone());
-            blocking(move || state.dir().expect("a state dir").write_checkpoint(&written)).await?;
-        }
-        Store::Cluster(c) => c.publish(&cp).await?,
     }
+}
+
+/// After the commit point of `cp`: commit it in every sink, record that, and tell the committers
+/// and the source's enumerator (when it runs here).
+async fn commit_checkpoint(
+    p: &Prepared,
+    cp: &Checkpoint,
+    enumerator: Option<&mut dyn SplitEnumerator>,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let bytes = serde_json::to_vec(cp).map_or(0, |b| b.len() as u64);
     let commit_started = Instant::now();
-    let committed = commit_sinks(p, &cp).await?;
+    let committed = commit_sinks(p, cp).await?;
     p.stats.timings.commit.observe(commit_started.elapsed().as_secs_f64());
     p.stats.txns_committed.fetch_add(committed, Ordering::Relaxed);
     if committed > 0 {
-        mark_committed(p, &cp).await?;
+        mark_committed(p, cp).await?;
     }
     for s in p.all_sinks() {
-        s.component.committer().on_checkpoint_complete(id).await?;
+        s.component.committer().on_checkpoint_complete(cp.id).await?;
     }
-    enumerator.on_checkpoint_complete(id, &positions).await?;
+    if let Some(enumerator) = enumerator {
+        enumerator.on_checkpoint_complete(cp.id, &cp.sources[&p.source.name]).await?;
+    }
     p.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
     p.stats.checkpoint_completed(metrics::CheckpointRecord {
-        id,
+        id: cp.id,
         at_ms: metrics::now_ms(),
         duration_ms: started.elapsed().as_millis() as u64,
         bytes,
         committed,
     });
-    tracing::debug!(checkpoint = id, committed, "checkpoint complete");
+    tracing::debug!(checkpoint = cp.id, committed, "checkpoint complete");
     Ok(())
 }

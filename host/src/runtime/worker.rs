@@ -25,7 +25,8 @@ pub(super) enum Message {
     Barrier { id: u64, position: serde_json::Value, exhausted: bool },
 }
 
-/// A worker's acknowledgement of a barrier.
+/// A worker's acknowledgement of a barrier (clustered: its unit's state of the checkpoint).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Ack {
     pub worker: usize,
     pub id: u64,

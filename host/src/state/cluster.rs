@@ -7,12 +7,13 @@
 //! commits the transactions; a takeover commits the latest published checkpoint's again unless
 //! etcd records them as committed.
 
+use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use sluice_cluster::{ClusterError, Coordinator, Member, StateStore};
+use sluice_cluster::{ClusterError, Coordinator, Leadership, Manifest, Member, StateStore};
 
-use super::{CHECKPOINT_VERSION, Checkpoint, StateError};
+use super::{Checkpoint, StateError};
 use crate::runtime::Restartable;
 
 /// The unit under which the whole pipeline's checkpoint is kept.
@@ -47,7 +48,7 @@ impl std::fmt::Debug for Clustered {
 
 /// A cluster failure as the runtime sees it: etcd or the store not answering may pass after a
 /// restart; a lost leadership or damaged state stops the run.
-fn classify(e: ClusterError) -> anyhow::Error {
+pub(crate) fn classify(e: ClusterError) -> anyhow::Error {
     match e {
         ClusterError::Etcd { .. } | ClusterError::Store { .. } => Restartable::error(e.to_string()),
         other => anyhow::Error::new(other),
@@ -102,27 +103,34 @@ impl Clustered {
     pub async fn latest(&self) -> anyhow::Result<Option<(Checkpoint, bool)>> {
         let c = self.coordinator()?;
         let Some(manifest) = c.latest().await.map_err(classify)? else { return Ok(None) };
+        let checkpoint = self.read(&manifest).await?;
+        let committed = c.leadership.committed().await.map_err(classify)? == Some(manifest.checkpoint);
+        Ok(Some((checkpoint, committed)))
+    }
+
+    /// Published checkpoint `id`, as any member reads it.
+    pub async fn checkpoint(&self, id: u64) -> anyhow::Result<Checkpoint> {
+        let manifest = self.store.manifest(id).await.map_err(classify)?.ok_or_else(|| {
+            classify(ClusterError::Corrupt {
+                location: self.store.manifest_location(id),
+                detail: format!("checkpoint {id} is named by the leader, but its manifest is missing"),
+            })
+        })?;
+        self.read(&manifest).await
+    }
+
+    /// The pipeline's checkpoint that `manifest` names.
+    async fn read(&self, manifest: &Manifest) -> anyhow::Result<Checkpoint> {
         let path = manifest.units.get(PIPELINE_UNIT).ok_or_else(|| {
             classify(ClusterError::Corrupt {
-                location: c.store.manifest_location(manifest.checkpoint),
+                location: self.store.manifest_location(manifest.checkpoint),
                 detail: format!("the manifest names no `{PIPELINE_UNIT}` state"),
             })
         })?;
-        let bytes = c.store.state(path).await.map_err(classify)?;
-        let location = format!("{}/{path}", c.store.location());
-        let value: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| classify(ClusterError::Corrupt { location: location.clone(), detail: e.to_string() }))?;
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if version != u64::from(CHECKPOINT_VERSION) {
-            return Err(classify(ClusterError::Corrupt {
-                location,
-                detail: format!("checkpoint format version {version}, this Sluice reads version {CHECKPOINT_VERSION}"),
-            }));
-        }
-        let checkpoint: Checkpoint = serde_json::from_value(value)
-            .map_err(|e| classify(ClusterError::Corrupt { location, detail: e.to_string() }))?;
-        let committed = c.leadership.committed().await.map_err(classify)? == Some(manifest.checkpoint);
-        Ok(Some((checkpoint, committed)))
+        let bytes = self.store.state(path).await.map_err(classify)?;
+        super::parse_checkpoint(&bytes).map_err(|detail| {
+            classify(ClusterError::Corrupt { location: format!("{}/{path}", self.store.location()), detail })
+        })
     }
 
     /// The number of the next checkpoint.
@@ -130,15 +138,22 @@ impl Clustered {
         self.coordinator()?.begin().await.map_err(classify)
     }
 
-    /// Write checkpoint `cp` and its manifest, and publish it: the commit point. Its
-    /// transactions may be committed once this returns, never if it fails.
-    pub async fn publish(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+    /// Write checkpoint `cp` and its manifest (which lists `units`' states besides it), and
+    /// publish it: the commit point. Its transactions may be committed once this returns, never
+    /// if it fails.
+    pub async fn publish(&self, cp: &Checkpoint, mut units: BTreeMap<String, String>) -> anyhow::Result<()> {
         let c = self.coordinator()?;
         let bytes = serde_json::to_vec(cp).expect("a checkpoint serialises");
         let path = c.store.put_state(cp.id, PIPELINE_UNIT, bytes).await.map_err(classify)?;
+        units.insert(PIPELINE_UNIT.to_string(), path);
         let sinks = serde_json::to_value(&cp.sinks).expect("committables serialise");
-        let manifest = c.manifest(cp.id, [(PIPELINE_UNIT.to_string(), path)].into(), sinks);
+        let manifest = c.manifest(cp.id, units, sinks);
         c.commit_point(&manifest).await.map_err(classify)
+    }
+
+    /// The leader's side of the work spread over the members (see `sluice_cluster::work`).
+    pub fn leadership(&self) -> anyhow::Result<&Leadership> {
+        Ok(&self.coordinator()?.leadership)
     }
 
     /// Record that checkpoint `id`'s transactions are all committed.
@@ -193,9 +208,12 @@ impl RemoteJournal {
         self.rt.block_on(self.store.entries(&self.name)).map_err(store_error)
     }
 
-    pub(super) fn retain(&self, keep: impl Fn(&[u8]) -> bool) -> Result<(), StateError> {
+    pub(super) fn retain_pending(&self, keep: impl Fn(&[u8]) -> bool) {
         self.pending().retain(|e| keep(e));
-        let gone: Vec<String> = self.entries()?.into_iter().filter(|(_, e)| !keep(e)).map(|(k, _)| k).collect();
-        self.rt.block_on(self.store.delete_entries(&self.name, &gone)).map_err(store_error)
+    }
+
+    pub(super) fn remove(&self, keys: &std::collections::HashSet<String>) -> Result<(), StateError> {
+        let keys: Vec<String> = keys.iter().cloned().collect();
+        self.rt.block_on(self.store.delete_entries(&self.name, &keys)).map_err(store_error)
     }
 }

@@ -7,7 +7,7 @@
 
 pub mod cluster;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -199,16 +199,18 @@ pub fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, StateError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(&p, e)),
     };
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| StateError::Corrupt { path: p.clone(), detail: e.to_string() })?;
+    parse_checkpoint(&bytes).map(Some).map_err(|detail| StateError::Corrupt { path: p, detail })
+}
+
+/// A checkpoint from its bytes, checking its format version; the error says what is wrong, for
+/// the caller to name where the bytes came from.
+pub(crate) fn parse_checkpoint(bytes: &[u8]) -> Result<Checkpoint, String> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
     if version != u64::from(CHECKPOINT_VERSION) {
-        return Err(StateError::Corrupt {
-            path: p,
-            detail: format!("checkpoint format version {version}, this Sluice reads version {CHECKPOINT_VERSION}"),
-        });
+        return Err(format!("checkpoint format version {version}, this Sluice reads version {CHECKPOINT_VERSION}"));
     }
-    serde_json::from_value(value).map(Some).map_err(|e| StateError::Corrupt { path: p, detail: e.to_string() })
+    serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
 /// An append-only log of JSON entries that a component keeps with the pipeline's state, e.g. the
@@ -265,35 +267,57 @@ impl Journal {
     /// Every entry in the journal. A crash can cut the last line of a file short; such a line
     /// was never synced, so what it describes was never started, and it is skipped.
     pub fn entries<T: DeserializeOwned>(&self) -> Result<Vec<T>, StateError> {
-        match &self.kind {
-            JournalKind::File { path, .. } => {
-                Ok(file_entries(path)?.into_iter().filter_map(|l| serde_json::from_str(&l).ok()).collect())
-            }
-            JournalKind::Remote(r) => {
-                Ok(r.entries()?.into_iter().filter_map(|(_, bytes)| serde_json::from_slice(&bytes).ok()).collect())
-            }
-        }
+        Ok(self.keyed_entries()?.into_iter().map(|k| k.entry).collect())
     }
 
-    /// Keep only the entries for which `keep` is true.
-    pub fn retain<T: Serialize + DeserializeOwned>(&self, keep: impl Fn(&T) -> bool) -> Result<(), StateError> {
+    /// Every entry with the key that [`Journal::remove`] takes.
+    pub fn keyed_entries<T: DeserializeOwned>(&self) -> Result<Vec<Keyed<T>>, StateError> {
+        let raw: Vec<(Vec<u8>, String)> = match &self.kind {
+            JournalKind::File { path, .. } => {
+                file_entries(path)?.into_iter().map(|line| (line.as_bytes().to_vec(), line)).collect()
+            }
+            JournalKind::Remote(r) => r.entries()?.into_iter().map(|(key, bytes)| (bytes.to_vec(), key)).collect(),
+        };
+        let parsed = raw
+            .into_iter()
+            .filter_map(|(bytes, key)| serde_json::from_slice(&bytes).ok().map(|entry| Keyed { key, entry }));
+        Ok(parsed.collect())
+    }
+
+    /// Remove the entries with these keys (from [`Journal::keyed_entries`]); entries appended
+    /// since stay.
+    pub fn remove(&self, keys: &HashSet<String>) -> Result<(), StateError> {
         match &self.kind {
             JournalKind::File { path, file } => {
                 let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
                 let mut text = Vec::new();
-                for line in file_entries(path)? {
-                    if serde_json::from_str::<T>(&line).is_ok_and(|e| keep(&e)) {
-                        text.extend(line.as_bytes());
-                        text.push(b'\n');
-                    }
+                for line in file_entries(path)?.into_iter().filter(|l| !keys.contains(l)) {
+                    text.extend(line.as_bytes());
+                    text.push(b'\n');
                 }
                 write_atomic(path, &text)?;
                 *file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
                 Ok(())
             }
-            JournalKind::Remote(r) => r.retain(|bytes| serde_json::from_slice::<T>(bytes).is_ok_and(|e| keep(&e))),
+            JournalKind::Remote(r) => r.remove(keys),
         }
     }
+
+    /// Keep only the entries for which `keep` is true.
+    pub fn retain<T: Serialize + DeserializeOwned>(&self, keep: impl Fn(&T) -> bool) -> Result<(), StateError> {
+        if let JournalKind::Remote(r) = &self.kind {
+            r.retain_pending(|bytes| serde_json::from_slice::<T>(bytes).is_ok_and(|e| keep(&e)));
+        }
+        let gone = self.keyed_entries::<T>()?.into_iter().filter(|k| !keep(&k.entry)).map(|k| k.key).collect();
+        self.remove(&gone)
+    }
+}
+
+/// A journal entry and the key that removes it.
+#[derive(Debug)]
+pub struct Keyed<T> {
+    pub key: String,
+    pub entry: T,
 }
 
 /// The non-empty lines of a journal file.

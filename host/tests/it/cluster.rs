@@ -1,7 +1,8 @@
 //! One pipeline on several `sluice` processes: etcd (three members, Debian's) elects the leader
 //! and fences a deposed one, checkpoints live in an S3 server (moto's). The leader is killed
 //! (`kill -9`) or paused past its lease (`SIGSTOP`: a real zombie, woken with `SIGCONT`), an etcd
-//! member dies — and every row lands exactly once, with no transaction left open.
+//! member dies; a worker that does not lead is killed while the units are spread over three
+//! processes — and every row lands exactly once, with no transaction left open.
 
 use std::time::{Duration, Instant};
 
@@ -14,12 +15,12 @@ const ROWS: u64 = 40_000;
 // Long enough that a loaded machine does not miss a renewal.
 const LEASE_TTL: Duration = Duration::from_secs(4);
 
-fn pipeline(doris: &Doris, etcd: &Etcd, s3: &S3) -> String {
+fn pipeline(doris: &Doris, etcd: &Etcd, s3: &S3, parallelism: usize, rate: u64) -> String {
     format!(
         r#"
 [pipeline]
 name = "clustered"
-parallelism = 2
+parallelism = {parallelism}
 checkpoint_interval = "500ms"
 
 [doris]
@@ -29,7 +30,7 @@ request_read_timeout = "5s"
 [[source]]
 type = "datagen"
 schema = "id BIGINT, name VARCHAR(64), age INT"
-rows_per_second = 8000
+rows_per_second = {rate}
 number_of_rows = {ROWS}
 fields.id = {{ kind = "sequence", start = 1 }}
 
@@ -71,12 +72,17 @@ struct Cluster {
 
 impl Cluster {
     async fn start(bucket: &str) -> Cluster {
+        Cluster::start_with(bucket, 2, 8000).await
+    }
+
+    /// A pipeline of `parallelism` units reading `rate` rows a second.
+    async fn start_with(bucket: &str, parallelism: usize, rate: u64) -> Cluster {
         let doris = Doris::start().await;
         doris.sql(TABLE);
         let etcd = Etcd::start(3);
         let s3 = S3::start(bucket);
         let dir = tempfile::tempdir().unwrap();
-        let path = pipeline_file(dir.path(), &pipeline(&doris, &etcd, &s3));
+        let path = pipeline_file(dir.path(), &pipeline(&doris, &etcd, &s3, parallelism, rate));
         let env = s3.env();
         Cluster { doris, etcd, _s3: s3, _dir: dir, path, env }
     }
@@ -96,6 +102,17 @@ impl Cluster {
 fn leads(name: &str) -> impl Fn(&Background) -> bool {
     let line = format!("member `{name}` leads pipeline `clustered`");
     move |b: &Background| b.log().contains(&line)
+}
+
+/// Whether `name`'s log says it runs unit `unit` (alone or among others) in some plan.
+fn runs(name: &str, unit: usize) -> impl Fn(&Background) -> bool {
+    let start = format!("member `{name}` runs units [");
+    move |b: &Background| {
+        b.log().lines().filter_map(|l| l.split(&start).nth(1)).any(|rest| {
+            let list = rest.split(']').next().unwrap_or("");
+            list.split(", ").any(|u| u == unit.to_string())
+        })
+    }
 }
 
 fn stands_by(b: &Background) -> bool {
@@ -142,6 +159,47 @@ async fn a_leader_paused_past_its_lease_is_fenced_when_it_wakes_and_commits_noth
     assert_ne!(code, Some(0), "{a_log}");
     assert!(a_log.contains("lost its cluster lease") || a_log.contains("fenced: this process led epoch"), "{a_log}");
     let (code, b_log) = b.exit(120).await;
+    assert_eq!(code, Some(0), "{b_log}");
+    exactly_once(doris);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_share_the_units_and_a_worker_killed_loses_nothing() {
+    // Slower than the others: three processes start, and the units restart when they spread.
+    let cluster = Cluster::start_with("sluice-kill-worker", 3, 3000).await;
+    let mut a = cluster.member("a");
+    a.until(60, "a leads", leads("a")).await;
+    let mut b = cluster.member("b");
+    let mut c = cluster.member("c");
+    b.until(60, "b stands by", stands_by).await;
+    c.until(60, "c stands by", stands_by).await;
+    // Once all three are members, the next checkpoint boundary spreads the units: one each.
+    let doris = &cluster.doris;
+    let spread = |b: &Background, c: &Background| (0..3).any(|u| runs("b", u)(b)) && (0..3).any(|u| runs("c", u)(c));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !spread(&b, &c) {
+        assert!(Instant::now() < deadline, "the units were not spread over b and c:\n{}\n{}", b.log(), c.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = committed(doris);
+    b.until(60, "a commit after the units spread", |_| committed(doris) > before).await;
+    assert!(committed(doris) < ROWS, "the run finished before the fault");
+    // A worker (not the leader) dies: its unit moves, every unit resumes from the last checkpoint.
+    let c_units: Vec<usize> = (0..3).filter(|u| runs("c", *u)(&c)).collect();
+    c.kill_9();
+    let killed = Instant::now();
+    let moved = |log: &Background| c_units.iter().any(|u| runs("a", *u)(log));
+    let moved_b = |log: &Background| c_units.iter().any(|u| runs("b", *u)(log));
+    let deadline = Instant::now() + LEASE_TTL + Duration::from_secs(10);
+    while !(moved(&a) || moved_b(&b)) {
+        assert!(Instant::now() < deadline, "c's units {c_units:?} did not move within the lease + 10 s:\n{}", a.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = killed.elapsed();
+    assert!(took < LEASE_TTL + Duration::from_secs(10), "c's units moved {took:?} after the kill");
+    let (code, a_log) = a.exit(120).await;
+    assert_eq!(code, Some(0), "{a_log}");
+    let (code, b_log) = b.exit(30).await;
     assert_eq!(code, Some(0), "{b_log}");
     exactly_once(doris);
 }

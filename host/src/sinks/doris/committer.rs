@@ -3,6 +3,7 @@
 //! complete, a load journaled for it (or before) that it did not commit is aborted too: a
 //! deposed cluster leader's, which woke after the new leader had recovered.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::doris::{FeClient, TxnOutcome};
 use crate::runtime::{Committer, Restartable};
-use crate::state::Journal;
+use crate::state::{Journal, Keyed};
 
 /// A transaction pre-committed by a checkpoint, committed once the checkpoint is durable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,7 +41,7 @@ pub struct DorisCommitter {
     /// Commits tried again after a failure.
     pub commit_retries: Arc<AtomicU64>,
     /// The labels the last [`Committer::commit`] committed, by checkpoint.
-    pub committed: std::sync::Mutex<Option<(u64, std::collections::HashSet<String>)>>,
+    pub committed: std::sync::Mutex<Option<(u64, HashSet<String>)>>,
 }
 
 /// Commit attempts after the first, before the failure restarts the pipeline.
@@ -146,9 +147,10 @@ impl Committer for DorisCommitter {
             Some((c, labels)) if c == id => labels,
             _ => Default::default(),
         };
-        let entries: Vec<LabelEntry> = self.blocking(|j| j.entries()).await?;
+        let entries: Vec<Keyed<LabelEntry>> = self.blocking(|j| j.keyed_entries()).await?;
         // Best effort: a stray that cannot be aborted now is aborted by Doris' own timeout.
-        for e in entries.iter().filter(|e| e.checkpoint <= id && !committed.contains(&e.label)) {
+        let done = entries.iter().filter(|k| k.entry.checkpoint <= id);
+        for e in done.clone().map(|k| &k.entry).filter(|e| !committed.contains(&e.label)) {
             match self.client.abort_label(&e.db, &e.label).await {
                 Ok(TxnOutcome::Done) => {
                     tracing::warn!(label = %e.label, "aborted a load journaled for checkpoint {id} that it does not commit")
@@ -160,7 +162,7 @@ impl Committer for DorisCommitter {
             }
         }
         // Only what was looked at above goes: an entry journaled meanwhile is looked at next time.
-        let seen: std::collections::HashSet<String> = entries.into_iter().map(|e| e.label).collect();
-        self.blocking(move |j| j.retain(|e: &LabelEntry| e.checkpoint > id || !seen.contains(&e.label))).await
+        let gone: HashSet<String> = done.map(|k| k.key.clone()).collect();
+        self.blocking(move |j| j.remove(&gone)).await
     }
 }
