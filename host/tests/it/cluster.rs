@@ -1,8 +1,9 @@
 //! One pipeline on several `sluice` processes: etcd (three members, Debian's) elects the leader
 //! and fences a deposed one, checkpoints live in an S3 server (moto's). The leader is killed
 //! (`kill -9`) or paused past its lease (`SIGSTOP`: a real zombie, woken with `SIGCONT`), an etcd
-//! member dies; a worker that does not lead is killed while the units are spread over three
-//! processes — and every row lands exactly once, with no transaction left open.
+//! member dies; a worker that does not lead is killed while three units are spread over five
+//! processes — and every row lands exactly once, with no transaction left open, every committed
+//! transaction listed in exactly one manifest.
 
 use std::time::{Duration, Instant};
 
@@ -61,10 +62,24 @@ fn exactly_once(doris: &Doris) {
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
 
+/// Every label in `value` (a manifest's committables), wherever it sits.
+fn labels(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(m) => {
+            if let Some(serde_json::Value::String(l)) = m.get("label") {
+                out.push(l.clone());
+            }
+            m.values().for_each(|v| labels(v, out));
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| labels(v, out)),
+        _ => {}
+    }
+}
+
 struct Cluster {
     doris: Doris,
     etcd: Etcd,
-    _s3: S3,
+    s3: S3,
     _dir: tempfile::TempDir,
     path: std::path::PathBuf,
     env: Vec<(String, String)>,
@@ -84,7 +99,31 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let path = pipeline_file(dir.path(), &pipeline(&doris, &etcd, &s3, parallelism, rate));
         let env = s3.env();
-        Cluster { doris, etcd, _s3: s3, _dir: dir, path, env }
+        Cluster { doris, etcd, s3, _dir: dir, path, env }
+    }
+
+    /// Every transaction committed in Doris is listed in exactly one manifest in the store.
+    async fn each_commit_in_one_manifest(&self) {
+        sluice::doris::tls::install_provider();
+        let store = self.s3.store("pipelines");
+        let (mut listed, mut misses, mut n) = (Vec::new(), 0, 0u64);
+        // Checkpoint numbers may skip (a deposed leader's); stop after a long run without one.
+        while misses < 50 {
+            n += 1;
+            match store.manifest(n).await.unwrap() {
+                Some(m) => {
+                    misses = 0;
+                    labels(&m.committables, &mut listed);
+                }
+                None => misses += 1,
+            }
+        }
+        let visible = self.doris.visible_labels();
+        assert!(!visible.is_empty());
+        for label in &visible {
+            let times = listed.iter().filter(|l| *l == label).count();
+            assert_eq!(times, 1, "committed label {label} is listed in {times} manifests");
+        }
     }
 
     fn member(&self, name: &str) -> Background {
@@ -104,15 +143,18 @@ fn leads(name: &str) -> impl Fn(&Background) -> bool {
     move |b: &Background| b.log().contains(&line)
 }
 
-/// Whether `name`'s log says it runs unit `unit` (alone or among others) in some plan.
-fn runs(name: &str, unit: usize) -> impl Fn(&Background) -> bool {
+/// Whether `log` (of member `name`) says it runs unit `unit` (alone or among others) in a plan.
+fn runs(log: &str, name: &str, unit: usize) -> bool {
     let start = format!("member `{name}` runs units [");
-    move |b: &Background| {
-        b.log().lines().filter_map(|l| l.split(&start).nth(1)).any(|rest| {
-            let list = rest.split(']').next().unwrap_or("");
-            list.split(", ").any(|u| u == unit.to_string())
-        })
-    }
+    log.lines().filter_map(|l| l.split(&start).nth(1)).any(|rest| {
+        let list = rest.split(']').next().unwrap_or("");
+        list.split(", ").any(|u| u == unit.to_string())
+    })
+}
+
+/// The lines of `b`'s log after its first `from`.
+fn log_after(b: &Background, from: usize) -> String {
+    b.log().lines().skip(from).collect::<Vec<_>>().join("\n")
 }
 
 fn stands_by(b: &Background) -> bool {
@@ -138,6 +180,7 @@ async fn the_leader_killed_a_standby_takes_over_within_the_lease_and_every_row_l
     let (code, log) = b.exit(120).await;
     assert_eq!(code, Some(0), "{log}");
     exactly_once(&cluster.doris);
+    cluster.each_commit_in_one_manifest().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,45 +204,66 @@ async fn a_leader_paused_past_its_lease_is_fenced_when_it_wakes_and_commits_noth
     let (code, b_log) = b.exit(120).await;
     assert_eq!(code, Some(0), "{b_log}");
     exactly_once(doris);
+    cluster.each_commit_in_one_manifest().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_members_share_the_units_and_a_worker_killed_loses_nothing() {
-    // Slower than the others: three processes start, and the units restart when they spread.
+async fn five_members_three_units_and_a_worker_killed_loses_nothing() {
+    // Slower than the others: five processes start, and the units restart when they spread.
     let cluster = Cluster::start_with("sluice-kill-worker", 3, 3000).await;
-    let mut a = cluster.member("a");
-    a.until(60, "a leads", leads("a")).await;
-    let mut b = cluster.member("b");
-    let mut c = cluster.member("c");
-    b.until(60, "b stands by", stands_by).await;
-    c.until(60, "c stands by", stands_by).await;
-    // Once all three are members, the next checkpoint boundary spreads the units: one each.
+    let names = ["a", "b", "c", "d", "e"];
+    let mut members: Vec<Background> = Vec::new();
+    members.push(cluster.member("a"));
+    members[0].until(60, "a leads", leads("a")).await;
+    for name in &names[1..] {
+        members.push(cluster.member(name));
+    }
+    for (m, name) in members.iter_mut().zip(names).skip(1) {
+        m.until(60, &format!("{name} stands by"), stands_by).await;
+    }
+    // Once all are members, the next checkpoint boundary spreads the units: three members run
+    // one each (a keeps one), two stand by with none.
     let doris = &cluster.doris;
-    let spread = |b: &Background, c: &Background| (0..3).any(|u| runs("b", u)(b)) && (0..3).any(|u| runs("c", u)(c));
+    let workers = |members: &[Background]| -> Vec<usize> {
+        (1..names.len()).filter(|&i| (0..3).any(|u| runs(&members[i].log(), names[i], u))).collect()
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !spread(&b, &c) {
-        assert!(Instant::now() < deadline, "the units were not spread over b and c:\n{}\n{}", b.log(), c.log());
+    while workers(&members).len() < 2 {
+        let logs: Vec<String> = members.iter().map(Background::log).collect();
+        assert!(Instant::now() < deadline, "the units were not spread:\n{}", logs.join("\n---\n"));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    assert_eq!(workers(&members).len(), 2, "more than three members run units");
     let before = committed(doris);
-    b.until(60, "a commit after the units spread", |_| committed(doris) > before).await;
+    members[0].until(60, "a commit after the units spread", |_| committed(doris) > before).await;
     assert!(committed(doris) < ROWS, "the run finished before the fault");
     // A worker (not the leader) dies: its unit moves, every unit resumes from the last checkpoint.
-    let c_units: Vec<usize> = (0..3).filter(|u| runs("c", *u)(&c)).collect();
-    c.kill_9();
+    let victim = workers(&members)[0];
+    let name = names[victim];
+    let units: Vec<usize> = (0..3).filter(|&u| runs(&members[victim].log(), name, u)).collect();
+    let seen: Vec<usize> = members.iter().map(|m| m.log().lines().count()).collect();
+    members.remove(victim).kill_9();
     let killed = Instant::now();
-    let moved = |log: &Background| c_units.iter().any(|u| runs("a", *u)(log));
-    let moved_b = |log: &Background| c_units.iter().any(|u| runs("b", *u)(log));
+    let survivors: Vec<(&str, usize)> =
+        names.iter().zip(seen).enumerate().filter(|(i, _)| *i != victim).map(|(_, (n, s))| (*n, s)).collect();
+    let moved = |members: &[Background]| {
+        members.iter().zip(&survivors).any(|(m, (n, s))| units.iter().any(|&u| runs(&log_after(m, *s), n, u)))
+    };
     let deadline = Instant::now() + LEASE_TTL + Duration::from_secs(10);
-    while !(moved(&a) || moved_b(&b)) {
-        assert!(Instant::now() < deadline, "c's units {c_units:?} did not move within the lease + 10 s:\n{}", a.log());
+    while !moved(&members) {
+        assert!(
+            Instant::now() < deadline,
+            "{name}'s units {units:?} did not move within the lease + 10 s:\n{}",
+            members[0].log()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let took = killed.elapsed();
-    assert!(took < LEASE_TTL + Duration::from_secs(10), "c's units moved {took:?} after the kill");
-    let (code, a_log) = a.exit(120).await;
-    assert_eq!(code, Some(0), "{a_log}");
-    let (code, b_log) = b.exit(30).await;
-    assert_eq!(code, Some(0), "{b_log}");
+    assert!(took < LEASE_TTL + Duration::from_secs(10), "{name}'s units moved {took:?} after the kill");
+    for (m, (n, _)) in members.into_iter().zip(&survivors) {
+        let (code, log) = m.exit(120).await;
+        assert_eq!(code, Some(0), "{n}: {log}");
+    }
     exactly_once(doris);
+    cluster.each_commit_in_one_manifest().await;
 }

@@ -138,6 +138,14 @@ impl Doris {
             .collect()
     }
 
+    /// The labels of the transactions committed (visible).
+    pub fn visible_labels(&self) -> Vec<String> {
+        use doris_lite::engine::TxnStatus;
+        let engine = self.h().engine();
+        let st = engine.lock();
+        st.txns.values().filter(|t| t.status == TxnStatus::Visible).map(|t| t.label.clone()).collect()
+    }
+
     pub fn fenodes(&self) -> String {
         format!("[\"{}\"]", self.h().fe_http_addr())
     }
