@@ -150,20 +150,36 @@ impl Member {
             id,
             Some(etcd_client::PutOptions::new().with_lease(lease)),
         )]);
-        // A failed guard after a retry may be this very put: the key then carries this lease.
-        if !txn(&client, &shown, put).await?
-            && get(&client, &shown, &key, None).await?.first().map(|kv| kv.lease()) != Some(lease)
-        {
-            let _ = client.lease_revoke(lease).await;
-            return Err(ClusterError::Etcd {
-                endpoints: shown,
-                detail: format!(
-                    "another process is a member as `{id}` already; give each process its own name (a StatefulSet's pod name), or wait for that one's lease ({ttl_s}s) to expire"
-                ),
-            });
-        }
         let (lost_tx, lost) = watch::channel(false);
         let keepalive = tokio::spawn(keep_alive(client.clone(), lease, Duration::from_secs(ttl_s as u64), lost_tx));
+        // A process restarted under its old name (a pod rescheduled) finds its predecessor's key
+        // until that one's lease expires: it waits, a lease's length at most.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(ttl_s as u64 + 2);
+        let mut warned = false;
+        loop {
+            // A failed guard after a retry may be this very put: the key then carries this lease.
+            if txn(&client, &shown, put.clone()).await?
+                || get(&client, &shown, &key, None).await?.first().map(|kv| kv.lease()) == Some(lease)
+            {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                keepalive.abort();
+                let _ = client.lease_revoke(lease).await;
+                return Err(ClusterError::Etcd {
+                    endpoints: shown,
+                    detail: format!(
+                        "another process is a member as `{id}` already (waited {ttl_s}s for its lease to expire); give each process its own name (a StatefulSet's pod name)"
+                    ),
+                });
+            }
+            if !std::mem::replace(&mut warned, true) {
+                tracing::warn!(
+                    "member `{id}` is still registered (an earlier process of this name?); waiting up to {ttl_s}s for its lease to expire"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         Ok(Member {
             client,
             endpoints: shown,
@@ -232,6 +248,13 @@ impl Member {
     /// The current leader's id and epoch, if there is one.
     pub async fn leader(&self) -> Result<Option<(String, i64)>> {
         current_leader(&self.client, &self.namespace, &self.endpoints).await
+    }
+
+    /// Stop renewing the lease without revoking it, as a process that dies does: the member's
+    /// keys stay until the lease expires.
+    #[cfg(feature = "testing")]
+    pub fn crash(self) {
+        self.keepalive.abort();
     }
 
     /// Leave the cluster: revoke the lease (this member's keys, and its leadership, go with it).

@@ -297,3 +297,16 @@ async fn units_are_planned_acknowledged_and_reported_through_etcd() {
     assert!(la.publish_plan(Some(1), next.units.clone()).await.unwrap_err().is_fenced());
     assert_eq!(lb.publish_plan(Some(1), next.units).await.unwrap().generation, 3, "generations never repeat");
 }
+
+#[tokio::test]
+async fn a_process_restarted_under_its_name_waits_for_the_old_lease() {
+    let etcd = Etcd::start(1);
+    let old = Member::join(&etcd.endpoints, "/sluice/p6", "pod-0", TTL).await.unwrap();
+    old.crash();
+    let started = std::time::Instant::now();
+    let new = Member::join(&etcd.endpoints, "/sluice/p6", "pod-0", TTL).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(500), "joined after {waited:?}, while the old lease lived");
+    assert!(waited < TTL + Duration::from_secs(3), "joined after {waited:?}");
+    assert_eq!(new.members().await.unwrap(), ["pod-0"]);
+}
