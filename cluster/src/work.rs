@@ -8,6 +8,8 @@
 //!   checkpoint N is written (`state/N/<unit>` in the store) and its loads pre-committed.
 //! - `<ns>/work/done`: the last checkpoint whose transactions are committed ([`Done`]).
 //! - `<ns>/work/failures/<generation>/<member>`: a member's unit failed ([`Failure`]).
+//! - `<ns>/work/asks/<member>`: a member's unit asks for a checkpoint now (before a schema
+//!   change, which waits for one).
 //!
 //! The leader's keys are written in transactions guarded by its epoch; a member's acks and
 //! failures are attached to its lease, so they go with it.
@@ -226,6 +228,17 @@ impl Member {
     /// The failures reported in `generation`, keyed by member.
     pub fn failures_view(&self, generation: u64) -> View {
         self.view(&failures_prefix(generation), true)
+    }
+
+    /// Requests of a checkpoint now, keyed by member.
+    pub fn asks_view(&self) -> View {
+        self.view("work/asks/", true)
+    }
+
+    /// Ask the leader for a checkpoint now.
+    pub async fn ask_checkpoint(&self) -> Result<()> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        self.put_leased(&format!("work/asks/{}", self.id), now.as_nanos().to_string()).await
     }
 
     /// Put `value` at `name`, attached to this member's lease: it goes when the member does. A

@@ -258,6 +258,11 @@ async fn units_are_planned_acknowledged_and_reported_through_etcd() {
         assert_eq!((r.member.as_str(), r.path.clone()), (plan.units[unit].as_str(), format!("state/{:020}/{unit}", 1)));
     }
 
+    // A unit asks for a checkpoint now: the leader sees it.
+    let mut asks = a.asks_view();
+    b.ask_checkpoint().await.unwrap();
+    until(&mut asks, "b's request of a checkpoint", |v| v.now().contains_key("b")).await;
+
     // A failure is reported; a member that left can no longer ack, and its keys are gone.
     b.fail(plan.generation, true, "stream load of `db.t` failed").await.unwrap();
     let mut failures = a.failures_view(plan.generation);

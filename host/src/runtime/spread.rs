@@ -92,6 +92,8 @@ impl Units {
 /// What running units say next: an acknowledgement, or a task that ended.
 enum FromUnits {
     Ack(Ack),
+    /// A reader asks for a checkpoint now.
+    Now,
     Exit(Result<anyhow::Result<()>, tokio::task::JoinError>),
 }
 
@@ -100,6 +102,7 @@ async fn next(units: &mut Option<Units>) -> FromUnits {
         tokio::select! {
             Some(ack) = u.workers.ack_rx.recv() => return FromUnits::Ack(ack),
             Some(exit) = u.workers.tasks.join_next() => return FromUnits::Exit(exit),
+            Some(()) = u.workers.now_rx.recv() => return FromUnits::Now,
             else => {}
         }
     }
@@ -170,6 +173,12 @@ pub async fn work(p: &Prepared, c: &Clustered) -> anyhow::Result<()> {
                         Ok(()) => continue,
                         Err(e) => e,
                     },
+                    FromUnits::Now => {
+                        if let Err(e) = me.ask_checkpoint().await {
+                            tracing::warn!("could not ask the leader for a checkpoint ({e}); the next one comes at the interval");
+                        }
+                        continue;
+                    }
                     FromUnits::Exit(Ok(Ok(()))) => continue,
                     FromUnits::Exit(Ok(Err(e))) => e,
                     FromUnits::Exit(Err(e)) => anyhow::anyhow!("a worker failed: {e}"),
@@ -250,6 +259,7 @@ pub(super) async fn lead_once(
     let mut plan = plan(c, &members, &units, checkpoint.as_ref().map(|cp| cp.id), placed).await?;
     let mut acks = me.acks_view(plan.generation);
     let mut failures = me.failures_view(plan.generation);
+    let mut asks = me.asks_view();
     let status_every = opts.status_interval.unwrap_or(std::time::Duration::from_secs(5));
     let mut next_status = tokio::time::Instant::now() + status_every;
     let mut next_checkpoint = tokio::time::Instant::now() + p.checkpoint_interval;
@@ -270,6 +280,8 @@ pub(super) async fn lead_once(
                 _ = members.changed() => {}
                 _ = failures.changed() => {}
                 _ = notified(&opts.checkpoint_now) => next_checkpoint = tokio::time::Instant::now(),
+                // A unit asked for one (a schema change waits for it).
+                _ = asks.changed() => next_checkpoint = tokio::time::Instant::now(),
                 changed = stop.changed() => stopping = changed.is_err() || *stop.borrow(),
             }
         }
