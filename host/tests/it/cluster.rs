@@ -92,12 +92,17 @@ impl Cluster {
 
     /// A pipeline of `parallelism` units reading `rate` rows a second.
     async fn start_with(bucket: &str, parallelism: usize, rate: u64) -> Cluster {
+        Cluster::start_pipeline(bucket, |doris, etcd, s3| pipeline(doris, etcd, s3, parallelism, rate)).await
+    }
+
+    /// The pipeline `text` gives for these servers.
+    async fn start_pipeline(bucket: &str, text: impl Fn(&Doris, &Etcd, &S3) -> String) -> Cluster {
         let doris = Doris::start().await;
         doris.sql(TABLE);
         let etcd = Etcd::start(3);
         let s3 = S3::start(bucket);
         let dir = tempfile::tempdir().unwrap();
-        let path = pipeline_file(dir.path(), &pipeline(&doris, &etcd, &s3, parallelism, rate));
+        let path = pipeline_file(dir.path(), &text(&doris, &etcd, &s3));
         let env = s3.env();
         Cluster { doris, etcd, s3, _dir: dir, path, env }
     }
@@ -265,5 +270,99 @@ async fn five_members_three_units_and_a_worker_killed_loses_nothing() {
         assert_eq!(code, Some(0), "{n}: {log}");
     }
     exactly_once(doris);
+    cluster.each_commit_in_one_manifest().await;
+}
+
+/// A MySQL database followed by two processes: the snapshot split between them, the binlog read
+/// by unit w0 (with the leader), a DDL aligned to a checkpoint across processes, and then the
+/// leader killed with changes made while it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mysql_database_followed_by_two_processes_survives_its_binlog_reader_killed() {
+    let maria = tokio::task::spawn_blocking(crate::mysql::MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE shop; \
+         CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT); \
+         CREATE TABLE shop.users (id INT PRIMARY KEY, name VARCHAR(20)); \
+         INSERT INTO shop.orders VALUES (1,'pen',1),(2,'ink',2),(3,'pad',3),(4,'cap',4),(5,'nib',5),(6,'box',6); \
+         INSERT INTO shop.users VALUES (1,'ann'),(2,'bob'),(3,'cid')",
+    );
+    let port = maria.port;
+    let cluster = Cluster::start_pipeline("sluice-mysql", |doris, etcd, s3| {
+        format!(
+            r#"
+[pipeline]
+name = "clustered"
+parallelism = 2
+checkpoint_interval = "500ms"
+
+[connections.shop]
+type = "mysql"
+host = "127.0.0.1"
+port = {port}
+server_id = 7101
+
+[doris]
+fenodes = {fenodes}
+
+[[source]]
+type = "mysql"
+connection = "shop"
+database = "shop"
+scan.startup.mode = "initial"
+chunk_size = 2
+
+[[sink]]
+type = "doris"
+database = "ods"
+
+[cluster]
+etcd = "{etcd}"
+store = "{store}"
+lease_ttl = "{ttl}s"
+"#,
+            fenodes = doris.fenodes(),
+            etcd = etcd.url(),
+            store = s3.store_url("pipelines"),
+            ttl = LEASE_TTL.as_secs(),
+        )
+    })
+    .await;
+    let doris = &cluster.doris;
+    doris.sql("CREATE DATABASE ods");
+    let orders = "SELECT id, item, qty FROM shop.orders ORDER BY id";
+    let users = "SELECT id, name FROM shop.users ORDER BY id";
+    let converged = |source: &'static str, target: &'static str| {
+        let maria = &maria;
+        async move {
+            crate::common::converges(|| maria.sql(source), doris, target, 60).await.unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    let mut a = cluster.member("a");
+    a.until(60, "a leads", leads("a")).await;
+    let mut b = cluster.member("b");
+    b.until(60, "b runs unit 1", |b| runs(&b.log(), "b", 1)).await;
+    converged(orders, "SELECT id, item, qty FROM ods.orders ORDER BY id").await;
+    converged(users, "SELECT id, name FROM ods.users ORDER BY id").await;
+
+    // Changes and a DDL while the binlog is read in a (unit w0): the DDL waits for a checkpoint
+    // of both processes' units, then applies.
+    maria.sql(
+        "INSERT INTO shop.orders VALUES (7,'cup',7); UPDATE shop.orders SET qty = 10 WHERE id = 1; \
+         DELETE FROM shop.users WHERE id = 2; \
+         ALTER TABLE shop.orders ADD COLUMN note VARCHAR(20); INSERT INTO shop.orders VALUES (8,'mug',8,'gift')",
+    );
+    let orders = "SELECT id, item, qty, note FROM shop.orders ORDER BY id";
+    converged(orders, "SELECT id, item, qty, note FROM ods.orders ORDER BY id").await;
+    converged(users, "SELECT id, name FROM ods.users ORDER BY id").await;
+
+    // The leader and binlog reader killed; changes made while it is gone arrive through b.
+    a.kill_9();
+    maria.sql("INSERT INTO shop.orders VALUES (9,'jar',9,'x'); UPDATE shop.users SET name = 'cyd' WHERE id = 3");
+    b.until(LEASE_TTL.as_secs() + 10, "b leads after a is killed", leads("b")).await;
+    converged(orders, "SELECT id, item, qty, note FROM ods.orders ORDER BY id").await;
+    converged(users, "SELECT id, name FROM ods.users ORDER BY id").await;
+    let (code, log) = b.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
     cluster.each_commit_in_one_manifest().await;
 }
