@@ -39,15 +39,19 @@ fields.id = {{ kind = "sequence", start = 1 }}
 type = "doris"
 table = "test.cluster_rows"
 
-[cluster]
-etcd = "{etcd}"
-store = "{store}"
-lease_ttl = "{ttl}s"
-"#,
+{cluster}"#,
         fenodes = doris.fenodes(),
-        etcd = etcd.url(),
-        store = s3.store_url("pipelines"),
-        ttl = LEASE_TTL.as_secs(),
+        cluster = cluster_section(etcd, s3),
+    )
+}
+
+/// The `[cluster]` of the tests' pipelines.
+fn cluster_section(etcd: &Etcd, s3: &S3) -> String {
+    format!(
+        "[cluster]\netcd = \"{}\"\nstore = \"{}\"\nlease_ttl = \"{}s\"\n",
+        etcd.url(),
+        s3.store_url("pipelines"),
+        LEASE_TTL.as_secs()
     )
 }
 
@@ -315,15 +319,9 @@ chunk_size = 2
 type = "doris"
 database = "ods"
 
-[cluster]
-etcd = "{etcd}"
-store = "{store}"
-lease_ttl = "{ttl}s"
-"#,
+{cluster}"#,
             fenodes = doris.fenodes(),
-            etcd = etcd.url(),
-            store = s3.store_url("pipelines"),
-            ttl = LEASE_TTL.as_secs(),
+            cluster = cluster_section(etcd, s3),
         )
     })
     .await;
