@@ -177,6 +177,43 @@ impl StateStore {
         })
     }
 
+    /// Every state object, with the checkpoint it belongs to.
+    async fn state_objects(&self) -> Result<Vec<(u64, Path)>> {
+        let prefix = self.path("state");
+        let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await.map_err(self.err("state"))?;
+        let checkpoint =
+            |location: &Path| location.prefix_match(&prefix)?.next().and_then(|part| part.as_ref().parse::<u64>().ok());
+        Ok(metas.into_iter().filter_map(|m| checkpoint(&m.location).map(|n| (n, m.location))).collect())
+    }
+
+    /// The checkpoints that have state in the store.
+    pub async fn state_checkpoints(&self) -> Result<std::collections::BTreeSet<u64>> {
+        Ok(self.state_objects().await?.into_iter().map(|(n, _)| n).collect())
+    }
+
+    /// Delete the state of every checkpoint before `checkpoint` (once `checkpoint` is published,
+    /// no one reads them again: a takeover resumes from the latest). Returns how many objects went.
+    pub async fn delete_states_before(&self, checkpoint: u64) -> Result<usize> {
+        let old: Vec<Path> =
+            self.state_objects().await?.into_iter().filter(|(n, _)| *n < checkpoint).map(|(_, p)| p).collect();
+        let count = old.len();
+        // Owned futures (a store handle and a path each): this runs inside the runtime's tasks.
+        let mut deletes: futures::stream::FuturesUnordered<_> = old
+            .into_iter()
+            .map(|path| {
+                let store = self.store.clone();
+                async move { (store.delete(&path).await, path) }
+            })
+            .collect();
+        while let Some((deleted, path)) = deletes.next().await {
+            match deleted {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.err(path.as_ref())(e)),
+            }
+        }
+        Ok(count)
+    }
+
     pub fn manifest_location(&self, checkpoint: u64) -> String {
         self.shown(&format!("manifests/{}.json", digits(checkpoint)))
     }

@@ -97,6 +97,12 @@ async fn store_contract(store: &StateStore) {
     let e = store.put_state(7, "w0", b"position 99".to_vec()).await.unwrap_err().to_string();
     assert!(e.contains("unit `w0` already has other state at checkpoint 7"), "{e}");
     assert_eq!(&store.state(&path).await.unwrap()[..], b"position 10");
+    // Older checkpoints' state goes once a later one is published.
+    store.put_state(6, "w0", b"position 5".to_vec()).await.unwrap();
+    store.put_state(6, "w1", b"position 6".to_vec()).await.unwrap();
+    assert_eq!(store.state_checkpoints().await.unwrap().into_iter().collect::<Vec<_>>(), [6, 7]);
+    assert_eq!(store.delete_states_before(7).await.unwrap(), 2);
+    assert_eq!(store.state_checkpoints().await.unwrap().into_iter().collect::<Vec<_>>(), [7]);
 
     let first = manifest(7, 10, "a");
     store.put_manifest(&first).await.unwrap();

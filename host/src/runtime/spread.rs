@@ -324,6 +324,10 @@ pub(super) async fn lead_once(
         commit_checkpoint(p, &cp, None, started).await?;
         leader.done(id, finished).await.map_err(classify)?;
         leader.forget_acks(plan.generation, id).await;
+        // Earlier checkpoints' state is read no more (a takeover resumes from this one).
+        if let Err(e) = c.store().delete_states_before(id).await {
+            tracing::warn!("the state of checkpoints before {id} stays in the store for now: {e}");
+        }
         completed = id;
         last_completed_at = Instant::now();
         if finished || barrier.last {

@@ -127,6 +127,9 @@ impl Cluster {
                 None => misses += 1,
             }
         }
+        // Only the latest checkpoint's state is kept (and perhaps that of one never completed).
+        let kept = store.state_checkpoints().await.unwrap();
+        assert!((1..=2).contains(&kept.len()), "state kept of checkpoints {kept:?}");
         let visible = self.doris.visible_labels();
         assert!(!visible.is_empty());
         for label in &visible {
