@@ -222,7 +222,7 @@ async fn a_leader_paused_past_its_lease_is_fenced_when_it_wakes_and_commits_noth
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_members_three_units_and_a_worker_killed_loses_nothing() {
     // Slower than the others: five processes start, and the units restart when they spread.
-    let cluster = Cluster::start_with("sluice-kill-worker", 3, 3000).await;
+    let cluster = Cluster::start_with("sluice-kill-worker", 3, 1500).await;
     let names = ["a", "b", "c", "d", "e"];
     let mut members: Vec<Background> = Vec::new();
     members.push(cluster.member("a"));
