@@ -1,5 +1,7 @@
 //! Columnar batches with row kinds, and their Arrow IPC encoding on the plugin boundary.
 
+use std::collections::HashMap;
+
 use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder, Int8Builder,
     Int16Builder, Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder, TimestampMillisecondBuilder,
@@ -10,9 +12,10 @@ use arrow_array::types::{
     Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
     TimestampMicrosecondType, TimestampMillisecondType, TimestampSecondType,
 };
-use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
+use arrow_array::{Array, ArrayRef, NullArray, RecordBatch, RecordBatchOptions, StringArray};
 pub use arrow_buffer::Buffer;
-use arrow_schema::{DataType, SchemaRef, TimeUnit};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::Error;
 
@@ -46,13 +49,13 @@ fn array_name<A: 'static>() -> &'static str {
 }
 
 /// Where [`Batch::map_str`] writes one value: `push_str` pieces, or `write!` into it.
-pub struct StrOut<'a>(&'a mut StringBuilder);
+pub struct StrOut<'a>(&'a mut Vec<u8>);
 
 impl StrOut<'_> {
     /// Append `s` to the value being written.
+    #[inline]
     pub fn push_str(&mut self, s: &str) {
-        // Writing into a string builder cannot fail.
-        let _ = std::fmt::Write::write_str(self.0, s);
+        append_bytes(self.0, s.as_bytes());
     }
 }
 
@@ -61,6 +64,30 @@ impl std::fmt::Write for StrOut<'_> {
         self.push_str(s);
         Ok(())
     }
+}
+
+/// Append `bytes` to `out`. Inside a WebAssembly component a copy whose length is not known when
+/// the plugin is compiled is a call out of the sandbox (`memory.copy`), which costs more than
+/// copying a name or a prefix; so a short piece is copied in pieces of fixed size (16, 8, 4, 2
+/// and 1 bytes), which compile to plain loads and stores. Long pieces take the one call.
+#[inline]
+fn append_bytes(out: &mut Vec<u8>, mut bytes: &[u8]) {
+    fn piece<const N: usize>(out: &mut Vec<u8>, bytes: &mut &[u8]) {
+        if let Some((head, rest)) = bytes.split_first_chunk::<N>() {
+            out.extend_from_slice(head);
+            *bytes = rest;
+        }
+    }
+    if bytes.len() >= 32 {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    out.reserve(bytes.len());
+    piece::<16>(out, &mut bytes);
+    piece::<8>(out, &mut bytes);
+    piece::<4>(out, &mut bytes);
+    piece::<2>(out, &mut bytes);
+    piece::<1>(out, &mut bytes);
 }
 
 /// What happened to a row (Flink's `RowKind`). The discriminants are the wire codes.
@@ -157,17 +184,29 @@ impl Batch {
     /// ```
     pub fn map_str(&self, name: &str, mut f: impl FnMut(&str, &mut StrOut<'_>)) -> Result<StringArray, Error> {
         let input = self.typed::<StringArray>(name)?;
-        let mut out = StringBuilder::with_capacity(input.len(), input.value_data().len());
+        let mut values = Vec::with_capacity(input.value_data().len() + input.len() * 8);
+        let mut offsets = Vec::with_capacity(input.len() + 1);
+        offsets.push(0i32);
         for value in input {
-            match value {
-                Some(value) => {
-                    f(value, &mut StrOut(&mut out));
-                    out.append_value("");
-                }
-                None => out.append_null(),
+            if let Some(value) = value {
+                f(value, &mut StrOut(&mut values));
             }
+            // Lengths only grow: if the last fits in an i32 (checked below), every one does.
+            offsets.push(values.len() as i32);
         }
-        Ok(out.finish())
+        if i32::try_from(values.len()).is_err() {
+            return Err(Error::new(format!("the new `{name}` column holds more than 2 GiB of text in one batch")));
+        }
+        // SAFETY: the offsets start at 0 and never decrease, the last is the length of `values`,
+        // and every value is a sequence of whole `&str` pieces, so valid UTF-8 between offsets.
+        let array = unsafe {
+            StringArray::new_unchecked(
+                OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)),
+                Buffer::from_vec(values),
+                input.nulls().cloned(),
+            )
+        };
+        Ok(array)
     }
 
     /// Iterate the rows, each giving access to its values by column name.
@@ -193,6 +232,37 @@ impl Batch {
         Ok((self.table.clone(), encode_ipc(&self.data)?, codes))
     }
 
+    /// [`Batch::to_wire`] for a transform's answer to a batch whose columns were `input`: a column
+    /// that is one of `input`'s arrays itself (untouched by the plugin) crosses back as a
+    /// reference to it (see [`INPUT_COLUMN_KEY`]) instead of its values.
+    pub fn to_wire_against(&self, input: &[ArrayRef]) -> Result<WireBatch, Error> {
+        let rows = self.num_rows();
+        let schema = self.data.schema();
+        let mut fields = Vec::with_capacity(schema.fields().len());
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for (field, column) in schema.fields().iter().zip(self.data.columns()) {
+            match input.iter().position(|i| std::sync::Arc::ptr_eq(i, column)) {
+                Some(index) => {
+                    let reference = HashMap::from([(INPUT_COLUMN_KEY.to_string(), index.to_string())]);
+                    fields.push(Field::new(field.name(), DataType::Null, true).with_metadata(reference));
+                    columns.push(std::sync::Arc::new(NullArray::new(rows)) as ArrayRef);
+                }
+                None => {
+                    fields.push(field.as_ref().clone());
+                    columns.push(column.clone());
+                }
+            }
+        }
+        if columns.iter().zip(self.data.columns()).all(|(a, b)| std::sync::Arc::ptr_eq(a, b)) {
+            return self.to_wire();
+        }
+        let schema = std::sync::Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let data = RecordBatch::try_new_with_options(schema, columns, &options)?;
+        let codes = self.row_kinds.iter().map(|k| *k as u8).collect();
+        Ok((self.table.clone(), encode_ipc(&data)?, codes))
+    }
+
     /// Decode from the plugin boundary, checking that the row kinds fit the rows.
     pub fn from_wire(table: Option<String>, ipc: Vec<u8>, codes: Vec<u8>) -> Result<Batch, Error> {
         Self::from_decoded(table, decode_ipc(ipc)?, codes)
@@ -215,6 +285,50 @@ impl Batch {
 
 /// A batch as it crosses the plugin boundary: `(table, arrow IPC stream bytes, row-kind codes)`.
 pub type WireBatch = (Option<String>, Vec<u8>, Vec<u8>);
+
+/// The field metadata key by which a column of a transform's output says that it is the input
+/// batch's column at this index (`"0"`, `"1"`, …), unchanged. Such a column crosses as an Arrow
+/// `Null` column, which has no buffers; the host puts its own input column in its place
+/// ([`resolve_input_columns`]). A plugin that rewrites two columns of twenty sends two.
+pub const INPUT_COLUMN_KEY: &str = "sluice:input-column";
+
+/// Put the input's columns in place of the references to them in a transform's decoded output
+/// (see [`INPUT_COLUMN_KEY`]). A reference to a column the input does not have, from a batch of
+/// another length, or where there is no input, is an error.
+pub fn resolve_input_columns(output: RecordBatch, input: Option<&RecordBatch>) -> Result<RecordBatch, Error> {
+    let schema = output.schema();
+    if !schema.fields().iter().any(|f| f.metadata().contains_key(INPUT_COLUMN_KEY)) {
+        return Ok(output);
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(output.columns()) {
+        let Some(reference) = field.metadata().get(INPUT_COLUMN_KEY) else {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+            continue;
+        };
+        let bad =
+            |why: &str| Error::new(format!("column `{}` refers to input column {reference:?}: {why}", field.name()));
+        let input = input.ok_or_else(|| bad("there is no input batch here"))?;
+        if field.data_type() != &DataType::Null {
+            return Err(bad("a reference must be a Null column"));
+        }
+        if input.num_rows() != output.num_rows() {
+            return Err(bad(&format!("the input has {} rows, this batch {}", input.num_rows(), output.num_rows())));
+        }
+        let index: usize = reference.parse().map_err(|_| bad("not a column index"))?;
+        let source = input.schema();
+        let Some(source_field) = source.fields().get(index) else {
+            return Err(bad(&format!("the input has {} columns", source.fields().len())));
+        };
+        fields.push(Field::new(field.name(), source_field.data_type().clone(), source_field.is_nullable()));
+        columns.push(input.column(index).clone());
+    }
+    let schema = std::sync::Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    let options = RecordBatchOptions::new().with_row_count(Some(output.num_rows()));
+    Ok(RecordBatch::try_new_with_options(schema, columns, &options)?)
+}
 
 /// One row of a batch.
 #[derive(Clone, Copy)]
@@ -671,8 +785,21 @@ pub fn decode_ipc(bytes: Vec<u8>) -> Result<RecordBatch, Error> {
 }
 
 /// [`decode_ipc`] from a shared buffer: the columns point into it.
-pub fn decode_ipc_buffer(mut buffer: Buffer) -> Result<RecordBatch, Error> {
-    let mut decoder = arrow_ipc::reader::StreamDecoder::new();
+pub fn decode_ipc_buffer(buffer: Buffer) -> Result<RecordBatch, Error> {
+    decode_stream(arrow_ipc::reader::StreamDecoder::new(), buffer)
+}
+
+/// [`decode_ipc_buffer`] for the bytes of a plugin's input, which the host encoded from a batch it
+/// holds: the layout is still read with every check, but the values (UTF-8, offsets) are not
+/// validated again. A plugin trusts its host; the host validates everything a plugin returns.
+#[cfg(feature = "bindings")]
+pub(crate) fn decode_host_ipc(buffer: Buffer) -> Result<RecordBatch, Error> {
+    // SAFETY: the host encodes these bytes with arrow's own writer from arrays it validated.
+    let decoder = unsafe { arrow_ipc::reader::StreamDecoder::new().with_skip_validation(true) };
+    decode_stream(decoder, buffer)
+}
+
+fn decode_stream(mut decoder: arrow_ipc::reader::StreamDecoder, mut buffer: Buffer) -> Result<RecordBatch, Error> {
     let mut batch = None;
     let mut schema = None;
     while !buffer.is_empty() {
@@ -753,6 +880,46 @@ mod tests {
         assert_eq!(seen, ["a"], "f is called for non-null values only");
         let err = batch.map_str("id", |_, _| {}).unwrap_err();
         assert_eq!(err.message, "column `id` is Int64, not StringArray");
+    }
+
+    #[test]
+    fn append_bytes_copies_every_length_exactly() {
+        let text: Vec<u8> = (0..70u8).map(|i| b'a' + i % 26).collect();
+        for len in 0..text.len() {
+            let mut out = b"<".to_vec();
+            append_bytes(&mut out, &text[..len]);
+            out.push(b'>');
+            assert_eq!(&out[1..=len], &text[..len], "length {len}");
+            assert_eq!(out.len(), len + 2, "length {len}");
+        }
+    }
+
+    #[test]
+    fn untouched_columns_cross_back_as_references_to_the_input() {
+        let input = sample().with_table("db.t");
+        let names = input.map_str("name", |n, out| out.push_str(n)).unwrap();
+        let output = input.replace_column("name", std::sync::Arc::new(names)).unwrap();
+        let (table, ipc, codes) = output.to_wire_against(input.data.columns()).unwrap();
+        let (_, full, _) = output.to_wire().unwrap();
+        assert!(ipc.len() < full.len(), "{} bytes against {}", ipc.len(), full.len());
+        let sent = decode_ipc(ipc).unwrap();
+        assert_eq!(sent.column(0).data_type(), &DataType::Null, "id is a reference");
+        assert_eq!(sent.column(1).data_type(), &DataType::Utf8, "name crosses with its values");
+        let back =
+            Batch::from_decoded(table, resolve_input_columns(sent.clone(), Some(&input.data)).unwrap(), codes).unwrap();
+        assert_eq!(back.data, output.data);
+        assert_eq!(back.table.as_deref(), Some("db.t"));
+        assert_eq!(back.row_kinds, output.row_kinds);
+        assert!(std::sync::Arc::ptr_eq(back.data.column(0), input.data.column(0)), "the input's own array");
+
+        let err = resolve_input_columns(sent.clone(), None).unwrap_err();
+        assert_eq!(err.message, "column `id` refers to input column \"0\": there is no input batch here");
+        let one_column = input.data.project(&[1]).unwrap();
+        let err = resolve_input_columns(sent, Some(&one_column)).unwrap_err();
+        assert_eq!(err.message, "column `amount` refers to input column \"2\": the input has 1 columns");
+        // A batch with every column new is sent whole.
+        let (_, whole, _) = output.to_wire_against(&[]).unwrap();
+        assert_eq!(whole, full);
     }
 
     #[test]

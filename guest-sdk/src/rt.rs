@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
-use crate::batch::{Batch, Buffer, decode_ipc_buffer};
+use crate::batch::{Batch, Buffer, decode_host_ipc};
 use crate::bindings::transform::sluice::plugin::{host, types as wit};
 use crate::types::{ColumnDef, DorisType, arrow_schema, columns_of};
 use crate::{Config, Decode, Error, PluginInfo, Transform};
@@ -137,7 +137,7 @@ pub fn transform_process<T: Transform>(
         // The columns are read in place from the input bytes; when the plugin hands the batch
         // back untouched, those bytes are the answer and nothing is encoded again.
         let whole = Buffer::from_vec(input.arrow_ipc);
-        let data = decode_ipc_buffer(whole.clone()).map_err(to_wit_error)?;
+        let data = decode_host_ipc(whole.clone()).map_err(to_wit_error)?;
         let batch = Batch::from_decoded(input.table, data, input.row_kinds).map_err(to_wit_error)?;
         let before = Fingerprint::of(&batch);
         let out = plugin.process(batch).map_err(to_wit_error)?;
@@ -150,7 +150,14 @@ pub fn transform_process<T: Transform>(
             let arrow_ipc = whole.into_vec::<u8>().unwrap_or_else(|shared| shared.as_slice().to_vec());
             return Ok(vec![wit::Batch { table, arrow_ipc, row_kinds }]);
         }
-        batches_to_wit(out).map_err(to_wit_error)
+        // Columns the plugin left as they were cross back as references to the input's.
+        out.into_iter()
+            .map(|b| {
+                let (table, arrow_ipc, row_kinds) = b.to_wire_against(&before.columns)?;
+                Ok(wit::Batch { table, arrow_ipc, row_kinds })
+            })
+            .collect::<Result<Vec<_>, Error>>()
+            .map_err(to_wit_error)
     })
 }
 

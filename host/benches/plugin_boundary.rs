@@ -52,8 +52,7 @@ fn native_student_trans(batch: &Batch, prefix: &str) -> Vec<Batch> {
             out.push_str(name);
         })
         .expect("name");
-    let ages: Int32Array =
-        batch.typed::<Int32Array>("age").expect("age").iter().map(|a| a.map(|a| a.saturating_add(1))).collect();
+    let ages: Int32Array = batch.typed::<Int32Array>("age").expect("age").unary(|age: i32| age.saturating_add(1));
     let out = batch
         .replace_column("name", Arc::new(names))
         .and_then(|b| b.replace_column("age", Arc::new(ages)))
@@ -152,9 +151,16 @@ fn main() {
     };
     line("rust passthrough", rust_pass, rust_pass);
     line("rust student-trans", rust_st, rust_st);
-    for lang in ["python", "js"] {
-        let loaded = ["passthrough", "student-trans"]
-            .map(|name| runtime.load(&plugins_dir().join(lang).join(name), PluginLimits::default()));
+    let mut others: Vec<(String, [PathBuf; 2])> = ["python", "js"]
+        .map(|lang| (lang.to_string(), ["passthrough", "student-trans"].map(|p| plugins_dir().join(lang).join(p))))
+        .into();
+    // SLUICE_BENCH_BASELINE: a directory holding `passthrough.wasm` and `student_trans.wasm` built
+    // from another commit, measured beside these (before and after a change, in one run).
+    if let Some(dir) = std::env::var_os("SLUICE_BENCH_BASELINE").map(PathBuf::from) {
+        others.insert(0, ("baseline rust".into(), ["passthrough.wasm", "student_trans.wasm"].map(|f| dir.join(f))));
+    }
+    for (lang, paths) in others {
+        let loaded = paths.map(|path| runtime.load(&path, PluginLimits::default()));
         let [Ok(pass), Ok(st)] = loaded else {
             let why = loaded.into_iter().find_map(Result::err).map(|e| e.to_string()).unwrap_or_default();
             println!("{lang}: skipped: {}", why.lines().next().unwrap_or_default());

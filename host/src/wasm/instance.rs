@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::{Schema, SchemaRef};
-use sluice_guest::batch::Batch;
+use arrow::record_batch::RecordBatch;
+use sluice_guest::batch::{Batch, decode_ipc, resolve_input_columns};
 use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, columns_of};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
@@ -305,12 +306,15 @@ fn rejected(plugin: &Plugin, call: &str, e: wit::PluginError) -> PluginError {
 }
 
 /// Decode and check what a plugin returned: well-formed Arrow, sane row kinds, and for the default
-/// table exactly the declared output columns.
+/// table exactly the declared output columns. An output batch whose bytes are exactly the input's
+/// (`input`: the bytes sent and the batch they were encoded from) is that batch's data again, and
+/// is not decoded; columns that refer to the input's are the input's.
 fn check_output(
     plugin: &Plugin,
     call: &str,
     output: &SchemaRef,
     batches: Vec<wit::Batch>,
+    input: Option<(&[u8], &RecordBatch)>,
 ) -> Result<Vec<Batch>, PluginError> {
     let malformed =
         |detail: String| PluginError::Malformed { plugin: plugin.name().to_string(), call: call.to_string(), detail };
@@ -318,8 +322,15 @@ fn check_output(
         .into_iter()
         .enumerate()
         .map(|(i, b)| {
-            let batch = Batch::from_wire(b.table, b.arrow_ipc, b.row_kinds)
-                .map_err(|e| malformed(format!("output batch {i}: {}", e.message)))?;
+            let batch = match input {
+                Some((bytes, data)) if bytes == b.arrow_ipc.as_slice() => {
+                    Batch::from_decoded(b.table, data.clone(), b.row_kinds)
+                }
+                _ => decode_ipc(b.arrow_ipc)
+                    .and_then(|data| resolve_input_columns(data, input.map(|(_, data)| data)))
+                    .and_then(|data| Batch::from_decoded(b.table, data, b.row_kinds)),
+            }
+            .map_err(|e| malformed(format!("output batch {i}: {}", e.message)))?;
             if batch.table.is_none() {
                 let got = batch.schema();
                 let same = got.fields().len() == output.fields().len()
@@ -509,7 +520,7 @@ impl TransformInstance {
         let bindings = &live.bindings;
         let result = live.inst.call(&call, |s| bindings.sluice_plugin_transformer().call_process(s, &input))?;
         let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
-        check_output(&plugin, &call, &live.output, batches)
+        check_output(&plugin, &call, &live.output, batches, Some((&input.arrow_ipc, &batch.data)))
     }
 
     /// The plugin's metric counters so far.
@@ -553,7 +564,7 @@ impl DecoderInstance {
         let bindings = &live.bindings;
         let result = live.inst.call(&call, |s| bindings.sluice_plugin_event_decoder().call_decode(s, &input))?;
         let batches = result.map_err(|e| rejected(&plugin, &call, e))?;
-        check_output(&plugin, &call, &live.output, batches)
+        check_output(&plugin, &call, &live.output, batches, None)
     }
 
     pub fn counters(&self) -> BTreeMap<String, u64> {

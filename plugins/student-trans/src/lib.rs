@@ -33,8 +33,7 @@ impl Transform for StudentTrans {
             out.push_str(prefix);
             out.push_str(name);
         })?;
-        let ages: Int32Array =
-            batch.typed::<Int32Array>("age")?.iter().map(|a| a.map(|a| a.saturating_add(1))).collect();
+        let ages: Int32Array = batch.typed::<Int32Array>("age")?.unary(|age: i32| age.saturating_add(1));
         let out = batch.replace_column("name", Arc::new(names))?.replace_column("age", Arc::new(ages))?;
         sluice_guest::prelude::counter_add("rows", out.num_rows() as u64);
         Ok(vec![out])
