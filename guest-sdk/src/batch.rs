@@ -322,7 +322,8 @@ pub fn resolve_input_columns(output: RecordBatch, input: Option<&RecordBatch>) -
         let Some(source_field) = source.fields().get(index) else {
             return Err(bad(&format!("the input has {} columns", source.fields().len())));
         };
-        fields.push(Field::new(field.name(), source_field.data_type().clone(), source_field.is_nullable()));
+        // The input's field under the output's name: its type, nullability and Doris type metadata.
+        fields.push(source_field.as_ref().clone().with_name(field.name()));
         columns.push(input.column(index).clone());
     }
     let schema = std::sync::Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
@@ -832,7 +833,7 @@ pub fn with_schema(batch: &RecordBatch, schema: SchemaRef) -> Result<RecordBatch
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{arrow_schema, parse_columns};
+    use crate::types::{DorisType, arrow_schema, parse_columns};
 
     fn sample() -> Batch {
         let schema = arrow_schema(
@@ -911,6 +912,23 @@ mod tests {
         assert_eq!(back.table.as_deref(), Some("db.t"));
         assert_eq!(back.row_kinds, output.row_kinds);
         assert!(std::sync::Arc::ptr_eq(back.data.column(0), input.data.column(0)), "the input's own array");
+
+        // A referred column keeps its field's Doris type (metadata) and takes the output's name.
+        let schema = arrow_schema(&parse_columns("doc JSON, n INT").unwrap());
+        let columns: Vec<ArrayRef> = vec![
+            std::sync::Arc::new(StringArray::from(vec!["{}"])),
+            std::sync::Arc::new(arrow_array::Int32Array::from(vec![1])),
+        ];
+        let json_input = RecordBatch::try_new(schema, columns).unwrap();
+        let renamed = std::sync::Arc::new(Schema::new(vec![
+            json_input.schema().field(0).clone().with_name("body"),
+            json_input.schema().field(1).clone(),
+        ]));
+        let out = Batch::new(RecordBatch::try_new(renamed.clone(), json_input.columns().to_vec()).unwrap());
+        let (_, ipc, _) = out.to_wire_against(json_input.columns()).unwrap();
+        let back = resolve_input_columns(decode_ipc(ipc).unwrap(), Some(&json_input)).unwrap();
+        assert_eq!(back.schema(), renamed);
+        assert_eq!(DorisType::from_arrow_field(back.schema().field(0)).unwrap().to_string(), "JSON");
 
         let err = resolve_input_columns(sent.clone(), None).unwrap_err();
         assert_eq!(err.message, "column `id` refers to input column \"0\": there is no input batch here");
