@@ -228,8 +228,13 @@ impl Batch {
 
     /// Encode for the plugin boundary: `(table, arrow IPC stream bytes, row-kind codes)`.
     pub fn to_wire(&self) -> Result<WireBatch, Error> {
+        self.wire(&self.data)
+    }
+
+    /// This batch's table and row kinds with `data` (its columns, or references to them).
+    fn wire(&self, data: &RecordBatch) -> Result<WireBatch, Error> {
         let codes = self.row_kinds.iter().map(|k| *k as u8).collect();
-        Ok((self.table.clone(), encode_ipc(&self.data)?, codes))
+        Ok((self.table.clone(), encode_ipc(data)?, codes))
     }
 
     /// [`Batch::to_wire`] for a transform's answer to a batch whose columns were `input`: a column
@@ -258,9 +263,7 @@ impl Batch {
         }
         let schema = std::sync::Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        let data = RecordBatch::try_new_with_options(schema, columns, &options)?;
-        let codes = self.row_kinds.iter().map(|k| *k as u8).collect();
-        Ok((self.table.clone(), encode_ipc(&data)?, codes))
+        self.wire(&RecordBatch::try_new_with_options(schema, columns, &options)?)
     }
 
     /// Decode from the plugin boundary, checking that the row kinds fit the rows.

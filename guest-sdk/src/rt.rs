@@ -72,11 +72,12 @@ fn schema_to_wit(schema: &arrow_schema::Schema) -> Result<wit::Schema, Error> {
     })
 }
 
-fn batches_to_wit(batches: Vec<Batch>) -> Result<Vec<wit::Batch>, Error> {
+/// Encode a plugin's answer; columns that are `input`'s own arrays cross as references to them.
+fn batches_to_wit(batches: Vec<Batch>, input: &[arrow_array::ArrayRef]) -> Result<Vec<wit::Batch>, Error> {
     batches
         .into_iter()
         .map(|b| {
-            let (table, arrow_ipc, row_kinds) = b.to_wire()?;
+            let (table, arrow_ipc, row_kinds) = b.to_wire_against(input)?;
             Ok(wit::Batch { table, arrow_ipc, row_kinds })
         })
         .collect()
@@ -150,14 +151,7 @@ pub fn transform_process<T: Transform>(
             let arrow_ipc = whole.into_vec::<u8>().unwrap_or_else(|shared| shared.as_slice().to_vec());
             return Ok(vec![wit::Batch { table, arrow_ipc, row_kinds }]);
         }
-        // Columns the plugin left as they were cross back as references to the input's.
-        out.into_iter()
-            .map(|b| {
-                let (table, arrow_ipc, row_kinds) = b.to_wire_against(&before.columns)?;
-                Ok(wit::Batch { table, arrow_ipc, row_kinds })
-            })
-            .collect::<Result<Vec<_>, Error>>()
-            .map_err(to_wit_error)
+        batches_to_wit(out, &before.columns).map_err(to_wit_error)
     })
 }
 
@@ -192,7 +186,7 @@ pub fn decoder_decode<T: Decode>(
     state.with(|s| {
         let mut guard = s.borrow_mut();
         let plugin = guard.as_mut().ok_or_else(not_initialised)?;
-        plugin.decode(&messages).and_then(batches_to_wit).map_err(to_wit_error)
+        plugin.decode(&messages).and_then(|out| batches_to_wit(out, &[])).map_err(to_wit_error)
     })
 }
 
