@@ -114,6 +114,15 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A member's capacity, from the value of its key (`{"member": …, "capacity": N}`); 1 when it
+/// names none (a process of an earlier version wrote only its name).
+pub fn member_capacity(value: &[u8]) -> u32 {
+    serde_json::from_slice::<serde_json::Value>(value)
+        .ok()
+        .and_then(|v| v.get("capacity")?.as_u64())
+        .map_or(1, |c| c.clamp(1, u64::from(u32::MAX)) as u32)
+}
+
 /// This process in the cluster: a lease kept alive, and its member key.
 pub struct Member {
     pub(crate) client: Client,
@@ -129,6 +138,18 @@ impl Member {
     /// Join the cluster at `endpoints` under `namespace` as `id`, with a lease of `ttl` (whole
     /// seconds, at least 2) that a task keeps alive.
     pub async fn join(endpoints: &[String], namespace: &str, id: &str, ttl: Duration) -> Result<Member> {
+        Self::join_with(endpoints, namespace, id, ttl, 1).await
+    }
+
+    /// [`Member::join`], saying how many units this process takes relative to the others (its
+    /// `capacity`, at least 1), which the leader reads from the member key.
+    pub async fn join_with(
+        endpoints: &[String],
+        namespace: &str,
+        id: &str,
+        ttl: Duration,
+        capacity: u32,
+    ) -> Result<Member> {
         let shown = endpoints.join(",");
         let joined = shown.clone();
         let err = etcd_err(&joined);
@@ -145,9 +166,10 @@ impl Member {
         .await?
         .id();
         let key = format!("{namespace}/members/{id}");
+        let value = serde_json::json!({ "member": id, "capacity": capacity.max(1) }).to_string();
         let put = Txn::new().when([Compare::version(key.as_str(), CompareOp::Equal, 0)]).and_then([TxnOp::put(
             key.as_str(),
-            id,
+            value,
             Some(etcd_client::PutOptions::new().with_lease(lease)),
         )]);
         let (lost_tx, lost) = watch::channel(false);
@@ -205,7 +227,7 @@ impl Member {
     pub async fn members(&self) -> Result<Vec<String>> {
         let prefix = format!("{}/members/", self.namespace);
         let kvs = get(&self.client, &self.endpoints, &prefix, Some(GetOptions::new().with_prefix())).await?;
-        Ok(kvs.iter().map(|kv| text(kv.value())).collect())
+        Ok(kvs.iter().map(|kv| text(kv.key()).trim_start_matches(&prefix).to_string()).collect())
     }
 
     /// Wait until this member leads the pipeline; its [`Leadership`] carries the epoch.
@@ -446,5 +468,16 @@ impl Leadership {
         let key = self.key(name);
         let guarded = Txn::new().when([self.guard()]).and_then([TxnOp::put(key.as_str(), value, None)]);
         if txn(&self.client, &self.endpoints, guarded).await? { Ok(()) } else { Err(self.fenced(what).await) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_member_key_names_its_capacity() {
+        assert_eq!(super::member_capacity(br#"{"member":"a","capacity":3}"#), 3);
+        // Written by an earlier version (the name alone), or damaged: capacity 1.
+        assert_eq!(super::member_capacity(b"a"), 1);
+        assert_eq!(super::member_capacity(br#"{"member":"a","capacity":0}"#), 1);
     }
 }

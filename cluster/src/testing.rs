@@ -2,9 +2,11 @@
 //! Debian's `etcd` (`$SLUICE_ETCD`, else `etcd` on the PATH) and an S3 server (`moto_server`
 //! from PyPI: `$SLUICE_MOTO_SERVER`, else on the PATH). Feature `testing`.
 
-use std::net::TcpListener;
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
@@ -111,22 +113,50 @@ impl Drop for Etcd {
     }
 }
 
-/// moto's S3 server, with one bucket.
+/// moto's S3 server, with one bucket. [`S3::start_relayed`] puts it behind a [`Relay`] and keeps
+/// moto's recording of every request, so that it can be killed in the middle of a request and
+/// started again with what it held ([`S3::restart`]).
 pub struct S3 {
+    /// Where clients connect: moto, or its relay.
     pub port: u16,
     pub bucket: String,
     child: Option<Child>,
+    relay: Option<Relay>,
+    /// moto's request log (`MOTO_RECORDER_FILEPATH`), when relayed.
+    recording: Option<tempfile::TempDir>,
 }
 
 impl S3 {
     pub fn start(bucket: &str) -> S3 {
-        with_retries(|| Self::try_start(bucket))
+        let (child, port) = with_retries(|| Self::spawn(None));
+        create_bucket(port, bucket);
+        S3 { port, bucket: bucket.to_string(), child: Some(child), relay: None, recording: None }
     }
 
-    fn try_start(bucket: &str) -> Result<S3, String> {
+    /// moto behind a relay, recording every request it serves.
+    pub fn start_relayed(bucket: &str) -> S3 {
+        let recording = tempfile::tempdir().unwrap();
+        let (child, port) = with_retries(|| Self::spawn(Some(&recording.path().join("requests.jsonl"))));
+        create_bucket(port, bucket);
+        let relay = Relay::start(port);
+        S3 {
+            port: relay.port,
+            bucket: bucket.to_string(),
+            child: Some(child),
+            relay: Some(relay),
+            recording: Some(recording),
+        }
+    }
+
+    /// A moto server on a free port (recording its requests to `recording`, if given).
+    fn spawn(recording: Option<&std::path::Path>) -> Result<(Child, u16), String> {
         let bin: PathBuf = std::env::var("SLUICE_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into()).into();
+        let mut command = Command::new(&bin);
+        if let Some(path) = recording {
+            command.env("MOTO_ENABLE_RECORDING", "true").env("MOTO_RECORDER_FILEPATH", path);
+        }
         // Port 0: the server takes a free port and says which (" * Running on http://…:PORT").
-        let mut child = Command::new(&bin)
+        let mut child = command
             .args(["-H", "127.0.0.1", "-p", "0"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -135,8 +165,6 @@ impl S3 {
                 panic!("cannot start {} (moto[server] from PyPI; tests/run.sh installs it): {e}", bin.display())
             });
         let stderr = child.stderr.take().unwrap();
-        // Dropped on every early return: killed and waited for.
-        let mut s3 = S3 { port: 0, bucket: bucket.to_string(), child: Some(child) };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             use std::io::BufRead;
@@ -151,22 +179,18 @@ impl S3 {
         });
         let port = match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(Some(port)) => port,
-            other => return Err(format!("moto_server did not say its port: {other:?}")),
+            other => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("moto_server did not say its port: {other:?}"));
+            }
         };
-        s3.port = port;
-        wait_for_port(port, "moto_server", s3.child.as_mut().unwrap())?;
-        // Make the bucket: moto takes an unsigned CreateBucket.
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        use std::io::{Read, Write};
-        write!(
-            stream,
-            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "CreateBucket: {answer}");
-        Ok(s3)
+        if let Err(e) = wait_for_port(port, "moto_server", &mut child) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        Ok((child, port))
     }
 
     /// The settings that reach it.
@@ -195,10 +219,149 @@ impl S3 {
         crate::StateStore::open_with(&format!("s3://{}/{prefix}", self.bucket), &settings).unwrap()
     }
 
+    /// The relay holds the next request whose first bytes contain `pattern` (`PUT /bucket/key`):
+    /// from then on no connection reaches moto. See [`Trapped`].
+    pub fn trap(&self, pattern: &str) -> Trapped {
+        self.relay.as_ref().expect("S3::start_relayed").trap(pattern)
+    }
+
+    /// Kill moto (SIGKILL): what it was doing is cut off.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// Start moto again after [`S3::kill`], with every object it held (its recording replayed),
+    /// and only then let connections through the relay again.
+    pub fn restart(&mut self) {
+        self.kill();
+        let path = self.recording.as_ref().expect("S3::start_relayed").path().join("requests.jsonl");
+        let (child, port) = with_retries(|| Self::spawn(Some(&path)));
+        self.child = Some(child);
+        let answer = http(port, "POST /moto-api/recorder/replay-recording", "");
+        assert!(answer.starts_with("HTTP/1.1 200"), "moto's replay: {answer}");
+        self.relay.as_ref().expect("relayed").upstream.store(port, Ordering::SeqCst);
+    }
+}
+
+/// One request to 127.0.0.1:`port`, `Connection: close`; the whole answer.
+fn http(port: u16, request_line: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "{request_line} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// Make the bucket: moto takes an unsigned CreateBucket.
+fn create_bucket(port: u16, bucket: &str) {
+    let answer = http(port, &format!("PUT /{bucket}"), "");
+    assert!(answer.starts_with("HTTP/1.1 200"), "CreateBucket: {answer}");
+}
+
+/// A request held by the relay: [`Trapped::caught`] gives its request line once it arrives; the
+/// relay keeps its connection open, neither answered nor forwarded, until [`Trapped::release`],
+/// then drops it.
+pub struct Trapped {
+    caught: mpsc::Receiver<String>,
+    go: mpsc::Sender<()>,
+}
+
+impl Trapped {
+    /// The held request's first line, once it has come (`None` if none came within `wait`).
+    pub fn caught(&self, wait: Duration) -> Option<String> {
+        self.caught.recv_timeout(wait).ok()
+    }
+
+    /// Drop the held connection (as a dead server's socket is).
+    pub fn release(&self) {
+        let _ = self.go.send(());
+    }
+}
+
+struct Trap {
+    pattern: Vec<u8>,
+    caught: mpsc::Sender<String>,
+    go: mpsc::Receiver<()>,
+}
+
+/// A TCP relay on loopback in front of a server: it passes bytes both ways unchanged, and can
+/// hold one request ([`S3::trap`]). Upstream port 0: every connection is closed at once (the
+/// server is down).
+struct Relay {
+    port: u16,
+    upstream: Arc<AtomicU16>,
+    trap: Arc<Mutex<Option<Trap>>>,
+}
+
+impl Relay {
+    fn start(upstream: u16) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let relay = Relay { port, upstream: Arc::new(AtomicU16::new(upstream)), trap: Arc::new(Mutex::new(None)) };
+        let (upstream, trap) = (relay.upstream.clone(), relay.trap.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let (upstream, trap) = (upstream.clone(), trap.clone());
+                std::thread::spawn(move || relay_connection(client, &upstream, &trap));
+            }
+        });
+        relay
+    }
+
+    fn trap(&self, pattern: &str) -> Trapped {
+        let (caught_tx, caught) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        *self.trap.lock().unwrap() = Some(Trap { pattern: pattern.as_bytes().to_vec(), caught: caught_tx, go: go_rx });
+        Trapped { caught, go }
+    }
+}
+
+fn relay_connection(mut client: TcpStream, upstream: &AtomicU16, trap: &Mutex<Option<Trap>>) {
+    use std::io::{Read, Write};
+    let port = upstream.load(Ordering::SeqCst);
+    let Some(mut server) = (port != 0).then(|| TcpStream::connect(("127.0.0.1", port)).ok()).flatten() else {
+        return;
+    };
+    let (Ok(mut from_server), Ok(mut to_client)) = (server.try_clone(), client.try_clone()) else { return };
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_server, &mut to_client);
+        let _ = to_client.shutdown(Shutdown::Write);
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match client.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let _ = server.shutdown(Shutdown::Write);
+                return;
+            }
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        let mut armed = trap.lock().unwrap();
+        let hit = armed.as_ref().and_then(|t| chunk.windows(t.pattern.len()).position(|w| w == t.pattern));
+        if let Some(at) = hit {
+            let t = armed.take().expect("armed");
+            drop(armed);
+            upstream.store(0, Ordering::SeqCst);
+            let line = String::from_utf8_lossy(&chunk[at..]).lines().next().unwrap_or_default().to_string();
+            let _ = t.caught.send(line);
+            let _ = t.go.recv_timeout(Duration::from_secs(60));
+            let _ = client.shutdown(Shutdown::Both);
+            let _ = server.shutdown(Shutdown::Both);
+            return;
+        }
+        drop(armed);
+        if server.write_all(chunk).is_err() {
+            return;
         }
     }
 }

@@ -44,6 +44,10 @@ enum Command {
         /// This process's name in the cluster (in place of `[cluster] member`; default $HOSTNAME).
         #[arg(long)]
         member: Option<String>,
+        /// Units this process takes relative to the others (in place of `[cluster] capacity`;
+        /// default 1); `SLUICE_CAPACITY` sets it too.
+        #[arg(long, env = "SLUICE_CAPACITY", value_parser = clap::value_parser!(u32).range(1..))]
+        capacity: Option<u32>,
     },
     /// Check a pipeline without moving data: the file, the plugins, the Doris tables.
     Check {
@@ -187,8 +191,8 @@ pub fn main() -> ExitCode {
     init_logging(json);
     crate::doris::tls::install_provider();
     let result = match cli.command {
-        Command::Run { file, quiet, metrics_addr, cluster, member, .. } => {
-            run::run(file, quiet, metrics_addr, run::ClusterArgs { etcd: cluster, member })
+        Command::Run { file, quiet, metrics_addr, cluster, member, capacity, .. } => {
+            run::run(file, quiet, metrics_addr, run::ClusterArgs { etcd: cluster, member, capacity })
         }
         Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),

@@ -36,6 +36,7 @@ pub(super) async fn connect(
 pub struct ClusterArgs {
     pub etcd: Option<String>,
     pub member: Option<String>,
+    pub capacity: Option<u32>,
 }
 
 /// `sluice run`: run until the sources are exhausted, or until SIGINT/SIGTERM (a final checkpoint
@@ -79,6 +80,7 @@ fn cluster_settings(
         store: section.store.clone(),
         member,
         lease_ttl: section.lease_ttl.0,
+        capacity: args.capacity.unwrap_or(section.capacity).max(1),
         namespace: format!("/sluice/{}", pipeline.pipeline.name),
     }))
 }

@@ -353,6 +353,7 @@ fn pipeline(origin: Origin, args: &SyncArgs, secrets: bool) -> anyhow::Result<St
     for (k, v) in pairs("-D", &args.flink)? {
         match k.as_str() {
             "execution.checkpointing.interval" => drop(section.insert("checkpoint_interval".into(), v.into())),
+            "execution.checkpointing.timeout" => drop(section.insert("checkpoint_timeout".into(), v.into())),
             "parallelism.default" => drop(section.insert(
                 "parallelism".into(),
                 Value::Integer(v.parse().with_context(|| format!("-D{k}={v}: expected a number"))?),

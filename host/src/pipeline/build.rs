@@ -222,6 +222,7 @@ async fn prepare_with(
         name,
         parallelism: pipeline.pipeline.parallelism as usize,
         checkpoint_interval: pipeline.pipeline.checkpoint_interval.0,
+        checkpoint_timeout: pipeline.pipeline.checkpoint_timeout.0,
         state,
         source,
         transforms,

@@ -394,6 +394,9 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
     if p.pipeline.checkpoint_interval.0 < std::time::Duration::from_millis(100) {
         return Err(("pipeline.checkpoint_interval".into(), "must be at least 100ms".into()));
     }
+    if p.pipeline.checkpoint_timeout.0 < std::time::Duration::from_millis(100) {
+        return Err(("pipeline.checkpoint_timeout".into(), "must be at least 100ms".into()));
+    }
     if p.source.is_empty() {
         return Err(("source".into(), "a pipeline needs at least one [[source]]".into()));
     }
@@ -440,6 +443,9 @@ fn validate_cluster(c: &super::model::ClusterSection, p: &PipelineFile) -> Resul
     }
     if c.lease_ttl.0 < std::time::Duration::from_secs(2) {
         return Err(("cluster.lease_ttl".into(), "must be at least 2s".into()));
+    }
+    if c.capacity == 0 {
+        return Err(("cluster.capacity".into(), "must be at least 1".into()));
     }
     if let Some(member) = &c.member
         && (member.is_empty() || member.contains('/'))
@@ -647,6 +653,7 @@ cache.ttl = "300s"
         let p = load_str(Path::new("pipeline.toml"), GOOD).unwrap();
         assert_eq!(p.pipeline.parallelism, 1);
         assert_eq!(p.pipeline.checkpoint_interval, super::super::Duration::from_secs(1));
+        assert_eq!(p.pipeline.checkpoint_timeout, super::super::Duration::from_secs(600));
         let sink: &crate::sinks::doris::DorisSink = p.sink[0].config.as_any().downcast_ref().unwrap();
         assert!(sink.enable_2pc && sink.enable_delete && sink.ignore.update_before);
         assert_eq!(sink.buffer_flush.max_rows, 1000);
@@ -696,6 +703,8 @@ cache.ttl = "300s"
         );
         let e = err(&with("[cluster]\nstore = \"s3://state/p\"\nlease_ttl = \"1s\"\n"));
         assert_eq!(e, "pipeline.toml:31: cluster.lease_ttl: must be at least 2s");
+        let e = err(&with("[cluster]\nstore = \"s3://state/p\"\ncapacity = 0\n"));
+        assert_eq!(e, "pipeline.toml:31: cluster.capacity: must be at least 1");
         let embedded = with("[cluster]\nstore = \"s3://state/p\"\n")
             .replace("fenodes = [\"127.0.0.1:8030\"]", "fenodes = \"embedded\"");
         let e = err(&embedded);
@@ -718,6 +727,9 @@ cache.ttl = "300s"
             "{e}"
         );
 
+        let tight =
+            GOOD.replace("checkpoint_interval = \"1s\"", "checkpoint_interval = \"1s\"\ncheckpoint_timeout = \"0s\"");
+        assert_eq!(err(&tight), "pipeline.toml:5: pipeline.checkpoint_timeout: must be at least 100ms");
         let bad_duration = GOOD.replace("checkpoint_interval = \"1s\"", "checkpoint_interval = \"often\"");
         assert_eq!(
             err(&bad_duration),

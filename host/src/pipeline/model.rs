@@ -103,6 +103,11 @@ pub struct PipelineSection {
     /// Time between checkpoints (default 10s).
     #[serde(default = "default_checkpoint_interval")]
     pub checkpoint_interval: Duration,
+    /// How long a checkpoint may take, from its barrier to every worker's acknowledgement
+    /// (default 10min, as Flink's `execution.checkpointing.timeout`). A checkpoint that takes
+    /// longer fails, and the pipeline restarts from the last completed one.
+    #[serde(default = "default_checkpoint_timeout")]
+    pub checkpoint_timeout: Duration,
     /// Where checkpoints and labels are kept (default `.sluice/<name>` beside the pipeline file).
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
@@ -127,6 +132,15 @@ pub struct ClusterSection {
     /// How long a process may go unheard before another takes its place (default 10s).
     #[serde(default = "default_lease_ttl")]
     pub lease_ttl: Duration,
+    /// How many units this process takes, relative to the others (default 1; `sluice run
+    /// --capacity` sets it too): the leader gives each process a share of the units in
+    /// proportion to its capacity.
+    #[serde(default = "default_capacity")]
+    pub capacity: u32,
+}
+
+fn default_capacity() -> u32 {
+    1
 }
 
 fn default_lease_ttl() -> Duration {
@@ -139,6 +153,10 @@ fn default_parallelism() -> u32 {
 
 fn default_checkpoint_interval() -> Duration {
     Duration::from_secs(10)
+}
+
+fn default_checkpoint_timeout() -> Duration {
+    Duration::from_secs(600)
 }
 
 /// `fenodes`: `"embedded"` (start doris-lite in-process) or a list of FE `host:http_port`.

@@ -115,6 +115,8 @@ pub struct Prepared {
     pub name: String,
     pub parallelism: usize,
     pub checkpoint_interval: Duration,
+    /// A checkpoint not acknowledged by every worker in this long fails (a restart follows).
+    pub checkpoint_timeout: Duration,
     /// Where checkpoints and journals are kept: the state dir, or the cluster's store.
     pub state: Arc<Store>,
     pub source: Named<Arc<dyn Source>>,
@@ -352,6 +354,19 @@ struct PendingCheckpoint {
     /// The sources stop after it.
     last: bool,
     started: Instant,
+    /// The same moment, on tokio's clock (for the timeout).
+    started_at: tokio::time::Instant,
+}
+
+/// Checkpoint `id` was not acknowledged by `late` (units, with where they run) within
+/// `checkpoint_timeout`: a failure that a restart from checkpoint `completed` may pass.
+fn checkpoint_timed_out(p: &Prepared, id: u64, late: &[String], completed: u64) -> anyhow::Error {
+    let from = if completed == 0 { "the start".to_string() } else { format!("checkpoint {completed}") };
+    Restartable::error(format!(
+        "checkpoint {id} timed out: {} did not acknowledge it within `checkpoint_timeout` ({}); every unit resumes from {from} (a sink waiting on Doris or a slow transform holds a checkpoint up: raise [pipeline] checkpoint_timeout if it is expected)",
+        late.join(", "),
+        humantime::format_duration(p.checkpoint_timeout)
+    ))
 }
 
 async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::Result<(u64, bool)> {
@@ -391,12 +406,24 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
             };
             let last = stopping || all_exhausted;
             trigger_tx.send_replace(Trigger { id, last });
-            pending =
-                Some(PendingCheckpoint { id, acks: (0..n).map(|_| None).collect(), last, started: Instant::now() });
+            pending = Some(PendingCheckpoint {
+                id,
+                acks: (0..n).map(|_| None).collect(),
+                last,
+                started: Instant::now(),
+                started_at: tokio::time::Instant::now(),
+            });
             next_checkpoint = tokio::time::Instant::now() + interval;
         }
+        let overdue = pending.as_ref().map_or(next_checkpoint, |cp| cp.started_at + p.checkpoint_timeout);
         tokio::select! {
             _ = tokio::time::sleep_until(next_checkpoint), if pending.is_none() => {}
+            _ = tokio::time::sleep_until(overdue), if pending.is_some() => {
+                let cp = pending.as_ref().expect("pending");
+                let late: Vec<String> =
+                    cp.acks.iter().enumerate().filter(|(_, a)| a.is_none()).map(|(w, _)| format!("w{w}")).collect();
+                return Err(checkpoint_timed_out(p, cp.id, &late, completed));
+            }
             _ = tokio::time::sleep_until(next_status) => {
                 next_status = tokio::time::Instant::now() + status_every;
                 if !opts.quiet {

@@ -20,8 +20,8 @@ use tokio::sync::watch;
 
 use super::worker::{Ack, Trigger};
 use super::{
-    Prepared, Restartable, RunOptions, SplitEnumerator, Workers, assemble_checkpoint, commit_checkpoint,
-    is_restartable, notified, recover, restored_positions, start_workers,
+    Prepared, Restartable, RunOptions, SplitEnumerator, Workers, assemble_checkpoint, checkpoint_timed_out,
+    commit_checkpoint, is_restartable, notified, recover, restored_positions, start_workers,
 };
 use crate::metrics;
 use crate::state::cluster::{Clustered, classify};
@@ -190,9 +190,9 @@ pub async fn work(p: &Prepared, c: &Clustered) -> anyhow::Result<()> {
     }
 }
 
-/// Capacity 1 for every live member.
+/// Every live member's capacity, as it said when it joined.
 fn capacities(members: &View) -> BTreeMap<String, u32> {
-    members.now().into_keys().map(|m| (m, 1)).collect()
+    members.now().into_iter().map(|(m, value)| (m, sluice_cluster::etcd::member_capacity(&value))).collect()
 }
 
 /// Whether the plan still stands: every member it names alive, no unit failed.
@@ -288,6 +288,7 @@ pub(super) async fn lead_once(
         let id = leader.next_checkpoint().await.map_err(classify)?;
         let started = Instant::now();
         let barrier = leader.barrier(plan.generation, id, stopping).await.map_err(classify)?;
+        let overdue = tokio::time::Instant::now() + p.checkpoint_timeout;
         // Every unit's acknowledgement.
         while !units.iter().all(|u| acks.now().contains_key(&ack_key(id, u))) {
             if let Err(e) = check(&plan, &members, &failures) {
@@ -302,6 +303,15 @@ pub(super) async fn lead_once(
                 _ = members.changed() => {}
                 _ = failures.changed() => {}
                 changed = stop.changed(), if !stopping => stopping = changed.is_err() || *stop.borrow(),
+                _ = tokio::time::sleep_until(overdue) => {
+                    let acked = acks.now();
+                    let late: Vec<String> = units
+                        .iter()
+                        .filter(|u| !acked.contains_key(&ack_key(id, u)))
+                        .map(|u| format!("{u} (member `{}`)", plan.units.get(u).map_or("?", String::as_str)))
+                        .collect();
+                    return Err(checkpoint_timed_out(p, id, &late, completed));
+                }
             }
         }
         let reports = acks.values::<Report>();

@@ -28,6 +28,8 @@ pub struct Settings {
     pub store: String,
     pub member: String,
     pub lease_ttl: Duration,
+    /// Units this process takes relative to the others (at least 1).
+    pub capacity: u32,
     /// The etcd prefix of the pipeline's keys, `/sluice/<pipeline>`.
     pub namespace: String,
 }
@@ -59,7 +61,7 @@ impl Clustered {
     /// Join the cluster (a lease, a member key) and open the store.
     pub async fn join(s: &Settings) -> anyhow::Result<Clustered> {
         let store = StateStore::open(&s.store)?;
-        let member = Member::join(&s.etcd, &s.namespace, &s.member, s.lease_ttl).await?;
+        let member = Member::join_with(&s.etcd, &s.namespace, &s.member, s.lease_ttl, s.capacity).await?;
         Ok(Clustered { member, store, namespace: s.namespace.clone(), coordinator: OnceLock::new() })
     }
 

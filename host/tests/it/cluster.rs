@@ -101,10 +101,14 @@ impl Cluster {
 
     /// The pipeline `text` gives for these servers.
     async fn start_pipeline(bucket: &str, text: impl Fn(&Doris, &Etcd, &S3) -> String) -> Cluster {
+        Cluster::start_on(S3::start(bucket), text).await
+    }
+
+    /// The pipeline `text` gives for these servers, with `s3` as the object store.
+    async fn start_on(s3: S3, text: impl Fn(&Doris, &Etcd, &S3) -> String) -> Cluster {
         let doris = Doris::start().await;
         doris.sql(TABLE);
         let etcd = Etcd::start(3);
-        let s3 = S3::start(bucket);
         let dir = tempfile::tempdir().unwrap();
         let path = pipeline_file(dir.path(), &text(&doris, &etcd, &s3));
         let env = s3.env();
@@ -365,5 +369,90 @@ database = "ods"
     let (code, log) = b.stop().await;
     assert_eq!(code, Some(0), "{log}");
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    cluster.each_commit_in_one_manifest().await;
+}
+
+/// A process of capacity 3 beside one of capacity 1 runs three of the four units; then a
+/// checkpoint held up past `checkpoint_timeout` (a load Doris answers late) fails, and every
+/// unit resumes from the last published checkpoint, in the same places.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_follow_capacity_and_a_checkpoint_past_its_timeout_resumes_from_the_last_one() {
+    let cluster = Cluster::start_pipeline("sluice-capacity", |doris, etcd, s3| {
+        pipeline(doris, etcd, s3, 4, 3000)
+            .replace("checkpoint_interval = \"500ms\"", "checkpoint_interval = \"500ms\"\ncheckpoint_timeout = \"2s\"")
+    })
+    .await;
+    let mut a = cluster.member("a");
+    a.until(60, "a leads", leads("a")).await;
+    let mut b = Background::start_with(&cluster.path, &["--member", "b", "--capacity", "3"], &cluster.env);
+    // At the first checkpoint boundary after b joins: a keeps unit 0, b takes the other three.
+    b.until(60, "b runs three units", |b| b.log().contains("member `b` runs units [1, 2, 3] of plan")).await;
+    let doris = &cluster.doris;
+    let before = committed(doris);
+    a.until(60, "a commit after the units spread", |_| committed(doris) > before).await;
+    assert!(committed(doris) < ROWS, "the run finished before the fault");
+    // The next load Doris answers 4 s late (the read timeout is 5 s); the checkpoint has 2 s.
+    let stall = doris_lite::DebugPoint::times(1).param("ms", 4000);
+    doris.h().debug_points().add(doris_lite::faults::STREAM_LOAD_STALL, stall).unwrap();
+    a.until(30, "a checkpoint times out", |a| {
+        a.log().contains("did not acknowledge it within `checkpoint_timeout` (2s)")
+    })
+    .await;
+    let line = a.log().lines().find(|l| l.contains("timed out")).unwrap_or_default().to_string();
+    assert!(line.contains("(member `a`)") || line.contains("(member `b`)"), "{line}");
+    let (code, a_log) = a.exit(120).await;
+    assert_eq!(code, Some(0), "{a_log}");
+    let (code, b_log) = b.exit(120).await;
+    assert_eq!(code, Some(0), "{b_log}");
+    // The plans after the timeout keep the units where they were.
+    let plans: Vec<&str> = a_log.lines().filter(|l| l.contains("plan ") && l.contains("w1→")).collect();
+    assert!(plans.len() >= 2, "{a_log}");
+    assert!(plans.iter().skip(1).all(|l| l.contains("w0→a w1→b w2→b w3→b")), "{plans:?}");
+    exactly_once(doris);
+    cluster.each_commit_in_one_manifest().await;
+}
+
+/// The object store dies (moto, `kill -9`) while the leader writes a manifest: that checkpoint
+/// never reaches its commit point, so nothing of it is committed; the leader restarts from the
+/// last published checkpoint once the store is back (moto started again with what it held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_object_store_killed_during_a_manifest_write_commits_nothing_of_that_checkpoint() {
+    let mut cluster = Cluster::start_on(S3::start_relayed("sluice-store-killed"), |doris, etcd, s3| {
+        // Room for the store's absence: restarts in a row (0.5 s, 1 s, 2 s, 4 s …).
+        pipeline(doris, etcd, s3, 2, 4000)
+            .replace("table = \"test.cluster_rows\"", "table = \"test.cluster_rows\"\nmax_retries = 10")
+    })
+    .await;
+    let mut a = cluster.member("a");
+    a.until(60, "a leads", leads("a")).await;
+    let mut b = cluster.member("b");
+    b.until(60, "b runs unit 1", |b| runs(&b.log(), "b", 1)).await;
+    cluster.some_committed(&mut a).await;
+    let trapped = cluster.s3.trap(&format!("PUT /{}/pipelines/manifests/", cluster.s3.bucket));
+    let line = tokio::task::spawn_blocking(move || (trapped.caught(Duration::from_secs(60)), trapped)).await.unwrap();
+    let (Some(line), trapped) = line else { panic!("no manifest written within 60 s:\n{}", a.log()) };
+    // PUT /bucket/pipelines/manifests/<N, zero-padded>.json HTTP/1.1
+    let n: u64 = line.split("/manifests/").nth(1).and_then(|r| r.split('.').next()).unwrap().parse().unwrap();
+    cluster.s3.kill();
+    trapped.release();
+    let committed_at_kill = committed(&cluster.doris);
+    a.until(30, "a's checkpoint fails on the store", |a| {
+        a.log().lines().any(|l| l.contains("restarting from the last checkpoint") && l.contains("object store"))
+    })
+    .await;
+    // Nothing was committed while the store was gone: checkpoint N had not reached its commit point.
+    assert_eq!(committed(&cluster.doris), committed_at_kill);
+    cluster.s3.restart();
+    let (code, a_log) = a.exit(120).await;
+    assert_eq!(code, Some(0), "{a_log}");
+    let (code, b_log) = b.exit(120).await;
+    assert_eq!(code, Some(0), "{b_log}");
+    exactly_once(&cluster.doris);
+    // Manifest N was never written, later checkpoints were (numbers are never handed out twice).
+    sluice::doris::tls::install_provider();
+    let store = cluster.s3.store("pipelines");
+    assert!(store.manifest(n).await.unwrap().is_none(), "manifest {n} was written after all");
+    assert!(store.manifest(n + 1).await.unwrap().is_some() || store.manifest(n + 2).await.unwrap().is_some());
+    // Every committed transaction is in exactly one manifest: none of checkpoint N's was committed.
     cluster.each_commit_in_one_manifest().await;
 }

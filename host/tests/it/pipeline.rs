@@ -9,7 +9,7 @@ use doris_lite::{DebugPoint, faults};
 use sluice::runtime::{self, RunOptions, RunReport};
 use tokio::sync::watch;
 
-use crate::common::{Doris, DorisProcess, pipeline_file, plugin_wasm};
+use crate::common::{Background, Doris, DorisProcess, pipeline_file, plugin_wasm};
 
 const TABLE: &str = "CREATE TABLE test.student_trans (id BIGINT, name VARCHAR(64), age INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4";
 
@@ -171,6 +171,30 @@ async fn batch_mode_retries_a_lost_reply_under_the_same_label() {
     let committed = st.txns.values().filter(|t| t.status == doris_lite::engine::TxnStatus::Visible).count();
     let two_phase = st.txns.values().filter(|t| t.two_phase).count();
     assert!(committed >= 8 && two_phase == 0, "{committed} loads committed, {two_phase} of them in two phases");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_held_past_its_timeout_fails_and_the_run_resumes_from_the_last_one() {
+    let doris = Doris::start().await;
+    doris.sql(TABLE);
+    // The first load answers 3 s late (within the 5 s read timeout): its worker acknowledges
+    // nothing for that long, and the checkpoint has 1 s.
+    doris.h().debug_points().add(faults::STREAM_LOAD_STALL, DebugPoint::times(1).param("ms", 3000)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = datagen_pipeline(&doris, 4000, 4000, "")
+        .replace("checkpoint_interval = \"300ms\"", "checkpoint_interval = \"300ms\"\ncheckpoint_timeout = \"1s\"");
+    let path = pipeline_file(dir.path(), &text);
+    let (code, log) = Background::start(&path).exit(120).await;
+    assert_eq!(code, Some(0), "{log}");
+    let timed_out: Vec<&str> = log.lines().filter(|l| l.contains("timed out")).collect();
+    assert_eq!(timed_out.len(), 1, "{log}");
+    assert!(
+        timed_out[0].contains("did not acknowledge it within `checkpoint_timeout` (1s); every unit resumes from")
+            && timed_out[0].contains("restarting from the last checkpoint"),
+        "{log}"
+    );
+    assert_eq!(tally(&doris), "4000\t4000\t1\t4000");
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
 
 fn sluice_bin() -> PathBuf {
