@@ -8,6 +8,9 @@
 //! that same round trip in plain Rust: `wasm/native` of the passthrough is what WASM costs beyond
 //! the encoding it needs, and the boundary cost is WASM passthrough minus native passthrough. The
 //! Arc clone (what a passthrough costs without any boundary) is shown for scale, without a ratio.
+//! `native student-trans (IPC)` is the transform's own code behind the same IPC contract in plain
+//! Rust; the `sandbox` line divides the WASM transform by it: what WebAssembly costs beyond the
+//! contract, as `wasm student-trans` against `native student-trans` is what the plugin costs in all.
 //!
 //! Then the same two plugins written in Python (componentize-py) and JavaScript (componentize-js),
 //! on 8 192-row batches, beside the Rust ones: ns/row and rows/s, and the ratio to the Rust
@@ -66,6 +69,15 @@ fn native_ipc_round_trip(batch: &Batch) -> RecordBatch {
     decode_ipc(encode_ipc(&there).expect("encodes")).expect("decodes")
 }
 
+/// The quick-start transform as a plugin of the same contract would run it natively: the batch
+/// crosses as IPC into the plugin, and its answer crosses back as IPC. `wasm/this` is what the
+/// sandbox itself costs, beyond the contract.
+fn native_student_trans_over_ipc(batch: &Batch, prefix: &str) -> RecordBatch {
+    let there = Batch::new(decode_ipc(encode_ipc(&batch.data).expect("encodes")).expect("decodes"));
+    let out = native_student_trans(&there, prefix).remove(0);
+    decode_ipc(encode_ipc(&out.data).expect("encodes")).expect("decodes")
+}
+
 /// Median time per call over several rounds of about `budget` each.
 fn measure(mut f: impl FnMut() -> usize, budget: Duration) -> Duration {
     for _ in 0..3 {
@@ -115,6 +127,7 @@ fn main() {
         let wasm_pass_t = measure(|| wasm_pass.process(&batch).expect("runs").len(), budget);
         let native_st = measure(|| native_student_trans(&batch, &prefix).len(), budget);
         let wasm_st = measure(|| wasm_student.process(&batch).expect("runs").len(), budget);
+        let native_st_ipc = measure(|| native_student_trans_over_ipc(&batch, &prefix).num_rows(), budget);
 
         let per_row = |d: Duration| d.as_nanos() as f64 / rows as f64;
         let line = |name: &str, d: Duration, ratio: Option<f64>| {
@@ -127,6 +140,13 @@ fn main() {
         line("wasm passthrough", wasm_pass_t, Some(per_row(wasm_pass_t) / per_row(native_pass)));
         line("native student-trans", native_st, None);
         line("wasm student-trans", wasm_st, Some(per_row(wasm_st) / per_row(native_st)));
+        line("native student-trans (IPC)", native_st_ipc, None);
+        println!(
+            "{:<26} {rows:>7} {:>12}   wasm student-trans / native over the same IPC contract: {:.2}x",
+            "sandbox",
+            "",
+            per_row(wasm_st) / per_row(native_st_ipc)
+        );
         println!(
             "{:<26} {rows:>7} {:>12.2}   (target at 8192 rows: <= 25 ns/row)",
             "boundary cost",
