@@ -44,6 +44,16 @@ cd "$work/sluice"
 # A clone has no plugins/target: the quick start must build the plugin itself.
 [ ! -e plugins/target ]
 
+# SLUICE_BUILD_TIMINGS=<dir>: the quick start's first build is measured — the same release build of
+# `sluice` with `--timings`, in the clone, before the quick start runs; its report and its slowest
+# units go to <dir>.
+if [ -n "${SLUICE_BUILD_TIMINGS:-}" ]; then
+  echo "\$ cargo build --release -p sluice --timings"
+  cargo build --release -p sluice --timings
+  mkdir -p "$SLUICE_BUILD_TIMINGS"
+  cp "${CARGO_TARGET_DIR:-target}/cargo-timings/cargo-timing.html" "$SLUICE_BUILD_TIMINGS/"
+  python3 "$root/tests/tools/timings.py" "$SLUICE_BUILD_TIMINGS/cargo-timing.html" 10 | tee "$SLUICE_BUILD_TIMINGS/slowest.txt"
+fi
 echo "\$ $quick_start"
 out=$(bash -c "$quick_start" 2>&1) || { echo "$out"; echo "FAILED: the quick start" >&2; exit 1; }
 echo "$out"

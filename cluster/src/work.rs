@@ -20,7 +20,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use crate::etcd::Client;
+use crate::etcd::client::{prefix_end, range};
+use crate::etcd::pb::etcdserverpb::{DeleteRangeRequest, PutRequest, WatchCreateRequest};
+use crate::etcd::pb::mvccpb::event::EventType;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -138,20 +141,18 @@ impl View {
 
 /// Keep `tx` equal to the key (or prefix) in etcd: read it, then watch from the revision read;
 /// a watch that breaks (a member gone, a compaction) starts over with a new read.
-async fn follow(mut client: Client, key: String, prefix: bool, tx: watch::Sender<BTreeMap<String, Vec<u8>>>) {
+async fn follow(client: Client, key: String, prefix: bool, tx: watch::Sender<BTreeMap<String, Vec<u8>>>) {
     let strip = |k: &[u8]| String::from_utf8_lossy(&k[key.len().min(k.len())..]).into_owned();
     loop {
-        let opts = prefix.then(|| GetOptions::new().with_prefix());
-        let read = match tokio::time::timeout(Duration::from_secs(5), client.get(key.as_str(), opts)).await {
+        let read = match tokio::time::timeout(Duration::from_secs(5), client.range(range(&key, prefix))).await {
             Ok(Ok(r)) => r,
             _ => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
         };
-        let revision = read.header().map_or(0, |h| h.revision());
-        let mut map: BTreeMap<String, Vec<u8>> =
-            read.kvs().iter().map(|kv| (strip(kv.key()), kv.value().to_vec())).collect();
+        let revision = read.header.map_or(0, |h| h.revision);
+        let mut map: BTreeMap<String, Vec<u8>> = read.kvs.into_iter().map(|kv| (strip(&kv.key), kv.value)).collect();
         tx.send_if_modified(|old| {
             let changed = *old != map;
             if changed {
@@ -159,11 +160,14 @@ async fn follow(mut client: Client, key: String, prefix: bool, tx: watch::Sender
             }
             changed
         });
-        let mut opts = WatchOptions::new().with_start_revision(revision + 1).with_progress_notify();
-        if prefix {
-            opts = opts.with_prefix();
-        }
-        let mut stream = match client.watch(key.as_str(), Some(opts)).await {
+        let request = WatchCreateRequest {
+            key: key.as_bytes().to_vec(),
+            range_end: if prefix { prefix_end(key.as_bytes()) } else { Vec::new() },
+            start_revision: revision + 1,
+            progress_notify: true,
+            ..Default::default()
+        };
+        let mut stream = match client.watch(request).await {
             Ok(s) => s,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -171,17 +175,18 @@ async fn follow(mut client: Client, key: String, prefix: bool, tx: watch::Sender
             }
         };
         while let Ok(Some(resp)) = stream.message().await {
-            if resp.canceled() {
+            if resp.canceled {
                 break;
             }
-            if resp.events().is_empty() {
+            if resp.events.is_empty() {
                 continue;
             }
-            for event in resp.events() {
-                let Some(kv) = event.kv() else { continue };
-                match event.event_type() {
-                    EventType::Put => map.insert(strip(kv.key()), kv.value().to_vec()),
-                    EventType::Delete => map.remove(&strip(kv.key())),
+            for event in resp.events {
+                let kind = event.r#type();
+                let Some(kv) = event.kv else { continue };
+                match kind {
+                    EventType::Put => map.insert(strip(&kv.key), kv.value),
+                    EventType::Delete => map.remove(&strip(&kv.key)),
                 };
             }
             tx.send_replace(map.clone());
@@ -246,9 +251,13 @@ impl Member {
     async fn put_leased(&self, name: &str, value: String) -> Result<()> {
         let key = format!("{}/{name}", self.namespace);
         crate::etcd::call(&self.endpoints, || {
-            let mut client = self.client.clone();
-            let (key, value) = (key.clone(), value.clone());
-            async move { client.put(key, value, Some(PutOptions::new().with_lease(self.lease))).await }
+            let put = PutRequest {
+                key: key.clone().into_bytes(),
+                value: value.clone().into_bytes(),
+                lease: self.lease,
+                ..Default::default()
+            };
+            self.client.put(put)
         })
         .await
         .map(|_| ())
@@ -301,16 +310,16 @@ impl Leadership {
     /// Forget the acks of checkpoint `checkpoint` of `generation` (it is complete).
     pub async fn forget_acks(&self, generation: u64, checkpoint: u64) {
         let key = format!("{}/{}{checkpoint:020}/", self.namespace, acks_prefix(generation));
-        let mut client = self.client.clone();
-        let _ = client.delete(key, Some(etcd_client::DeleteOptions::new().with_prefix())).await;
+        let range_end = prefix_end(key.as_bytes());
+        let _ = self.client.delete(DeleteRangeRequest { key: key.into_bytes(), range_end, prev_kv: false }).await;
     }
 
     /// Best effort: delete the keys under `<ns>/<dir>` of generations before `generation`.
     async fn delete_prefix_before(&self, dir: &str, generation: u64) {
         let from = format!("{}/{dir}", self.namespace);
         let to = format!("{}/{dir}{generation:020}", self.namespace);
-        let mut client = self.client.clone();
-        let _ = client.delete(from, Some(etcd_client::DeleteOptions::new().with_range(to))).await;
+        let request = DeleteRangeRequest { key: from.into_bytes(), range_end: to.into_bytes(), prev_kv: false };
+        let _ = self.client.delete(request).await;
     }
 }
 

@@ -30,7 +30,7 @@ if [ -n "${DORIS_LITE_BIN:-}" ]; then
   BIN="$DORIS_LITE_BIN"
 else
   echo "building doris-lite (release)…" >&2
-  cargo build --release -q -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
+  cargo build --profile bench -q -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
   BIN="$CARGO_TARGET_DIR/release/doris-lite"
 fi
 

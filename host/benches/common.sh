@@ -21,8 +21,8 @@ bench_binaries() {
   if [ -n "${SLUICE_BIN:-}" ] && [ -n "${DORIS_LITE_BIN:-}" ]; then
     SLUICE="$SLUICE_BIN"; DORIS="$DORIS_LITE_BIN"
   else
-    echo "building sluice and doris-lite (release)…" >&2
-    cargo build --release -q -p sluice --bin sluice -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
+    echo "building sluice and doris-lite (release, bench profile)…" >&2
+    cargo build --profile bench -q -p sluice --bin sluice -p doris-lite --bin doris-lite --manifest-path "$REPO/Cargo.toml"
     SLUICE="$CARGO_TARGET_DIR/release/sluice"; DORIS="$CARGO_TARGET_DIR/release/doris-lite"
   fi
 }

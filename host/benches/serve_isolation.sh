@@ -31,7 +31,7 @@ source "$HERE/common.sh"
 if [ -n "${SLUICE_BIN:-}" ]; then
   SLUICE="$SLUICE_BIN"
 else
-  cargo build --release -q -p sluice --bin sluice --manifest-path "$REPO/Cargo.toml"
+  cargo build --profile bench -q -p sluice --bin sluice --manifest-path "$REPO/Cargo.toml"
   SLUICE="$CARGO_TARGET_DIR/release/sluice"
 fi
 PLUGINS="$REPO/plugins/target/wasm32-wasip2/release"

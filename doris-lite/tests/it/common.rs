@@ -199,32 +199,35 @@ fn venv_dir() -> PathBuf {
     target.join("..").join("doris-lite-venv")
 }
 
-/// The Python client libraries the tests use: (import name, PyPI name).
+/// The Python client libraries the tests use: (import name, PyPI requirement), every one pinned.
 const PY_PACKAGES: &[(&str, &str)] = &[
-    ("pymysql", "pymysql"),
-    ("pyarrow.flight", "pyarrow"),
-    ("adbc_driver_flightsql.dbapi", "adbc_driver_flightsql"),
-    ("adbc_driver_manager", "adbc_driver_manager"),
-    ("mysql.connector", "mysql-connector-python"),
+    ("pymysql", "pymysql==1.2.4"),
+    ("pyarrow.flight", "pyarrow==26.0.1"),
+    ("adbc_driver_flightsql.dbapi", "adbc_driver_flightsql==1.13.0"),
+    ("adbc_driver_manager", "adbc_driver_manager==1.13.0"),
+    ("mysql.connector", "mysql-connector-python==26.10.0"),
     // pydoris' `doris://` SQLAlchemy dialect runs over mysqlclient (built against libmysqlclient).
     ("pydoris.sqlalchemy.dialect", "pydoris==1.2.0"),
-    ("MySQLdb", "mysqlclient"),
-    ("sqlalchemy", "sqlalchemy>=2"),
+    ("MySQLdb", "mysqlclient==2.3.2"),
+    ("sqlalchemy", "sqlalchemy==2.1.9"),
     ("sqlalchemy_doris", "sqlalchemy-doris[pymysql]==0.2.2"),
     ("DorisClient", "dorisclient==1.2.22"),
 ];
 
 static VENV: Mutex<()> = Mutex::new(());
 
-/// A virtualenv's python with pymysql, pyarrow and the ADBC Flight SQL driver, made and
-/// filled from PyPI on first use.
+/// A virtualenv's python with the client libraries of [`PY_PACKAGES`], made and filled from PyPI
+/// on first use, and filled again when that list changes (the venv records it in `.requirements`).
 pub fn python() -> PathBuf {
     let _guard = VENV.lock().unwrap_or_else(|e| e.into_inner());
     let venv = venv_dir();
     let python = venv.join("bin").join("python");
+    let record = venv.join(".requirements");
+    let wanted = PY_PACKAGES.iter().map(|(_, p)| *p).collect::<Vec<_>>().join("\n");
     let imports = PY_PACKAGES.iter().map(|(m, _)| format!("import {m}")).collect::<Vec<_>>().join("; ");
     let ready = |py: &PathBuf| Command::new(py).args(["-c", &imports]).status().is_ok_and(|s| s.success());
-    if python.exists() && ready(&python) {
+    let recorded = std::fs::read_to_string(&record).is_ok_and(|r| r == wanted);
+    if python.exists() && recorded && ready(&python) {
         return python;
     }
     if !python.exists() {
@@ -242,6 +245,7 @@ pub fn python() -> PathBuf {
         .expect("pip");
     assert!(st.success(), "pip install of the Python test clients failed");
     assert!(ready(&python), "the Python test clients do not import");
+    std::fs::write(&record, &wanted).expect("record the venv's requirements");
     python
 }
 

@@ -29,6 +29,9 @@ pub fn resolve(path: &Path) -> Result<PathBuf, PluginError> {
 /// The Rust target plugins are built for.
 pub const PLUGIN_TARGET: &str = "wasm32-wasip2";
 
+/// The environment variable naming one target dir for every plugin crate Sluice builds.
+pub const PLUGIN_TARGET_DIR_VAR: &str = "SLUICE_PLUGIN_TARGET_DIR";
+
 /// Build a plugin crate with `cargo build --release --target wasm32-wasip2` and return its `.wasm`.
 /// A missing `wasm32-wasip2` target is added with rustup first (saying so); when cargo has
 /// something to compile, one line says what it builds.
@@ -51,6 +54,11 @@ pub fn build_crate(given: &Path) -> Result<PathBuf, PluginError> {
         ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS"]
     {
         cmd.env_remove(var);
+    }
+    // `SLUICE_PLUGIN_TARGET_DIR`: one target dir for every plugin crate built (their common
+    // dependencies — the guest SDK's arrow — are then compiled once); else each crate's own.
+    if let Some(dir) = std::env::var_os(PLUGIN_TARGET_DIR_VAR).filter(|d| !d.is_empty()) {
+        cmd.env("CARGO_TARGET_DIR", dir);
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,

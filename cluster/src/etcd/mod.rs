@@ -12,8 +12,29 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
 use tokio::sync::watch;
+
+pub(crate) use client::Client;
+use client::{ConnectOptions, EtcdError, created_at, put_op, range, version_is};
+use pb::etcdserverpb::range_request::{SortOrder, SortTarget};
+use pb::etcdserverpb::{Compare, TxnRequest};
+use pb::mvccpb::KeyValue;
+
+pub(crate) mod client;
+/// etcd's gRPC API, generated from `cluster/proto/` by `cluster/proto/generate` (no `protoc`
+/// needed to build).
+#[allow(clippy::all, missing_docs)]
+pub(crate) mod pb {
+    pub mod mvccpb {
+        include!("pb/mvccpb.rs");
+    }
+    pub mod etcdserverpb {
+        include!("pb/etcdserverpb.rs");
+    }
+    pub mod v3electionpb {
+        include!("pb/v3electionpb.rs");
+    }
+}
 
 use crate::{ClusterError, Result};
 
@@ -42,30 +63,8 @@ pub fn parse_etcd_url(url: &str) -> Result<Vec<String>> {
 /// How long a gRPC call to etcd may take before it counts as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn etcd_err(endpoints: &str) -> impl Fn(etcd_client::Error) -> ClusterError + '_ {
+fn etcd_err(endpoints: &str) -> impl Fn(EtcdError) -> ClusterError + '_ {
     move |e| ClusterError::Etcd { endpoints: endpoints.to_string(), detail: e.to_string() }
-}
-
-/// Whether an etcd call failed because the member it went to did not answer (the next attempt
-/// may reach another).
-fn unanswered(e: &etcd_client::Error) -> bool {
-    match e {
-        etcd_client::Error::GRpcStatus(s) => {
-            // A connection that broke mid-call comes back as `Unknown` with the transport's error.
-            // etcd's own transient answers: "leader changed", "no leader", "request timed out".
-            let transient = ["leader changed", "no leader", "timed out"].iter().any(|m| s.message().contains(m));
-            s.code() == tonic::Code::Unavailable
-                || transient
-                || std::error::Error::source(s).is_some_and(|e| e.is::<tonic::transport::Error>())
-        }
-        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        _ => false,
-    }
-}
-
-/// Whether a call that waits (a campaign) ran out of time or was cut off before it was answered.
-fn waited_too_long(e: &etcd_client::Error) -> bool {
-    matches!(e, etcd_client::Error::GRpcStatus(s) if matches!(s.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled))
 }
 
 /// Run an etcd call, asking again for about five seconds while members do not answer: with one
@@ -74,7 +73,7 @@ fn waited_too_long(e: &etcd_client::Error) -> bool {
 pub(crate) async fn call<T, F, Fut>(endpoints: &str, f: F) -> Result<T>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    Fut: std::future::Future<Output = std::result::Result<T, EtcdError>>,
 {
     use backon::Retryable;
     let policy = backon::ExponentialBuilder::default()
@@ -82,30 +81,29 @@ where
         .with_max_delay(Duration::from_secs(1))
         .with_max_times(10)
         .with_total_delay(Some(Duration::from_secs(5)));
-    f.retry(policy).when(unanswered).await.map_err(etcd_err(endpoints))
+    f.retry(policy).when(EtcdError::unanswered).await.map_err(etcd_err(endpoints))
+}
+
+/// A transaction that puts `puts` (key, value, lease) when every one of `when` holds.
+fn guarded(when: Vec<Compare>, puts: Vec<(&str, String, i64)>) -> TxnRequest {
+    let success = puts.into_iter().map(|(key, value, lease)| put_op(key, value, lease)).collect();
+    TxnRequest { compare: when, success, failure: Vec::new() }
 }
 
 /// `txn`, asked again while members do not answer; whether its guard held.
-async fn txn(client: &Client, endpoints: &str, txn: Txn) -> Result<bool> {
+async fn txn(client: &Client, endpoints: &str, txn: TxnRequest) -> Result<bool> {
     call(endpoints, || {
-        let mut client = client.clone();
         let txn = txn.clone();
-        async move { client.txn(txn).await.map(|r| r.succeeded()) }
+        async move { client.txn(txn).await }
     })
     .await
 }
 
-/// The key-values at `key` (with `opts`), asked again while members do not answer.
-async fn get(
-    client: &Client,
-    endpoints: &str,
-    key: &str,
-    opts: Option<GetOptions>,
-) -> Result<Vec<etcd_client::KeyValue>> {
+/// The key-values of `request`, asked again while members do not answer.
+async fn get(client: &Client, endpoints: &str, request: pb::etcdserverpb::RangeRequest) -> Result<Vec<KeyValue>> {
     call(endpoints, || {
-        let mut client = client.clone();
-        let (key, opts) = (key.to_string(), opts.clone());
-        async move { client.get(key, opts).await.map(|mut r| r.take_kvs()) }
+        let request = request.clone();
+        async move { client.range(request).await.map(|r| r.kvs) }
     })
     .await
 }
@@ -153,25 +151,17 @@ impl Member {
         let shown = endpoints.join(",");
         let joined = shown.clone();
         let err = etcd_err(&joined);
-        let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(3))
-            .with_timeout(CALL_TIMEOUT)
-            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
-        let mut client = Client::connect(endpoints, Some(options)).await.map_err(&err)?;
+        let options = ConnectOptions {
+            connect_timeout: Duration::from_secs(3),
+            call_timeout: CALL_TIMEOUT,
+            keep_alive: (Duration::from_secs(2), Duration::from_secs(2)),
+        };
+        let client = Client::connect(endpoints, &options).await.map_err(&err)?;
         let ttl_s = ttl.as_secs().max(2) as i64;
-        let lease = call(&shown, || {
-            let mut client = client.clone();
-            async move { client.lease_grant(ttl_s, None).await }
-        })
-        .await?
-        .id();
+        let lease = call(&shown, || client.lease_grant(ttl_s)).await?;
         let key = format!("{namespace}/members/{id}");
         let value = serde_json::json!({ "member": id, "capacity": capacity.max(1) }).to_string();
-        let put = Txn::new().when([Compare::version(key.as_str(), CompareOp::Equal, 0)]).and_then([TxnOp::put(
-            key.as_str(),
-            value,
-            Some(etcd_client::PutOptions::new().with_lease(lease)),
-        )]);
+        let put = guarded(vec![version_is(&key, 0)], vec![(&key, value, lease)]);
         let (lost_tx, lost) = watch::channel(false);
         let keepalive = tokio::spawn(keep_alive(client.clone(), lease, Duration::from_secs(ttl_s as u64), lost_tx));
         // A process restarted under its old name (a pod rescheduled) finds its predecessor's key
@@ -181,7 +171,7 @@ impl Member {
         loop {
             // A failed guard after a retry may be this very put: the key then carries this lease.
             if txn(&client, &shown, put.clone()).await?
-                || get(&client, &shown, &key, None).await?.first().map(|kv| kv.lease()) == Some(lease)
+                || get(&client, &shown, range(&key, false)).await?.first().map(|kv| kv.lease) == Some(lease)
             {
                 break;
             }
@@ -226,8 +216,8 @@ impl Member {
     /// The members alive now, by id.
     pub async fn members(&self) -> Result<Vec<String>> {
         let prefix = format!("{}/members/", self.namespace);
-        let kvs = get(&self.client, &self.endpoints, &prefix, Some(GetOptions::new().with_prefix())).await?;
-        Ok(kvs.iter().map(|kv| text(kv.key()).trim_start_matches(&prefix).to_string()).collect())
+        let kvs = get(&self.client, &self.endpoints, range(&prefix, true)).await?;
+        Ok(kvs.iter().map(|kv| text(&kv.key).trim_start_matches(&prefix).to_string()).collect())
     }
 
     /// Wait until this member leads the pipeline; its [`Leadership`] carries the epoch.
@@ -241,18 +231,17 @@ impl Member {
                 });
             }
             // etcd holds a campaign until the leaders before it are gone.
-            let mut client = self.client.clone();
-            let resp = match client.campaign(name.as_str(), self.id.as_str(), self.lease).await {
+            let resp = match self.client.campaign(&name, &self.id, self.lease).await {
                 Ok(resp) => resp,
                 // A member that went away mid-campaign, or a wait longer than a call may take:
                 // ask again (another member answers; the lease keeps its place in the queue).
-                Err(e) if unanswered(&e) || waited_too_long(&e) => {
+                Err(e) if e.unanswered() || e.waited_too_long() => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
                 Err(e) => return Err(etcd_err(&self.endpoints)(e)),
             };
-            let leader = resp.leader().ok_or_else(|| ClusterError::Etcd {
+            let leader = resp.leader.ok_or_else(|| ClusterError::Etcd {
                 endpoints: self.endpoints.clone(),
                 detail: "the election answered without a leader key".into(),
             })?;
@@ -261,8 +250,8 @@ impl Member {
                 endpoints: self.endpoints.clone(),
                 namespace: self.namespace.clone(),
                 member: self.id.clone(),
-                key: leader.key().to_vec(),
-                epoch: leader.rev(),
+                key: leader.key,
+                epoch: leader.rev,
             });
         }
     }
@@ -282,8 +271,7 @@ impl Member {
     /// Leave the cluster: revoke the lease (this member's keys, and its leadership, go with it).
     pub async fn leave(&self) {
         self.keepalive.abort();
-        let mut client = self.client.clone();
-        let _ = client.lease_revoke(self.lease).await;
+        let _ = self.client.lease_revoke(self.lease).await;
     }
 }
 
@@ -296,17 +284,19 @@ impl Drop for Member {
 async fn current_leader(client: &Client, namespace: &str, endpoints: &str) -> Result<Option<(String, i64)>> {
     let prefix = format!("{namespace}/leader/");
     // The election's leader is the key of the lowest creation revision under its prefix.
-    let opts = GetOptions::new()
-        .with_prefix()
-        .with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend)
-        .with_limit(1);
-    let kvs = get(client, endpoints, &prefix, Some(opts)).await?;
-    Ok(kvs.first().map(|kv| (text(kv.value()), kv.create_revision())))
+    let request = pb::etcdserverpb::RangeRequest {
+        sort_target: SortTarget::Create as i32,
+        sort_order: SortOrder::Ascend as i32,
+        limit: 1,
+        ..range(&prefix, true)
+    };
+    let kvs = get(client, endpoints, request).await?;
+    Ok(kvs.first().map(|kv| (text(&kv.value), kv.create_revision)))
 }
 
 /// Keep the lease alive at a third of its TTL; report it lost once etcd says it expired, or
 /// when no renewal has been confirmed for a whole TTL.
-async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::Sender<bool>) {
+async fn keep_alive(client: Client, lease: i64, ttl: Duration, lost: watch::Sender<bool>) {
     // Renew four times a lease, and give each attempt a quarter of it: an attempt that went to a
     // member that just died gives way to one that reaches another member well before the lease
     // would run out.
@@ -325,12 +315,10 @@ async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::
             if renewals.is_none() {
                 renewals = Some(client.lease_keep_alive(lease).await?);
             }
-            let (keeper, stream) = renewals.as_mut().expect("just opened");
-            keeper.keep_alive().await?;
-            stream.message().await
+            renewals.as_mut().expect("just opened").renew().await
         };
         match tokio::time::timeout_at(deadline.min(now + every), renew).await {
-            Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
+            Ok(Ok(Some(resp))) if resp.ttl > 0 => {
                 confirmed = tokio::time::Instant::now();
                 tokio::time::sleep(every).await;
             }
@@ -372,7 +360,7 @@ impl Leadership {
 
     /// "This leader's key still exists, with its epoch": the guard of every decision.
     fn guard(&self) -> Compare {
-        Compare::create_revision(self.key.clone(), CompareOp::Equal, self.epoch)
+        created_at(&self.key, self.epoch)
     }
 
     fn key(&self, name: &str) -> String {
@@ -381,14 +369,14 @@ impl Leadership {
 
     async fn get_u64(&self, name: &str) -> Result<(Option<u64>, i64)> {
         let key = self.key(name);
-        match get(&self.client, &self.endpoints, &key, None).await?.first() {
+        match get(&self.client, &self.endpoints, range(&key, false)).await?.first() {
             None => Ok((None, 0)),
             Some(kv) => {
-                let n = text(kv.value()).parse::<u64>().map_err(|e| ClusterError::Corrupt {
+                let n = text(&kv.value).parse::<u64>().map_err(|e| ClusterError::Corrupt {
                     location: format!("etcd key {key}"),
                     detail: e.to_string(),
                 })?;
-                Ok((Some(n), kv.version()))
+                Ok((Some(n), kv.version))
             }
         }
     }
@@ -425,10 +413,8 @@ impl Leadership {
         loop {
             let (last, version) = self.get_u64(name).await?;
             let next = last.unwrap_or(0) + 1;
-            let guarded = Txn::new()
-                .when([self.guard(), Compare::version(key.as_str(), CompareOp::Equal, version)])
-                .and_then([TxnOp::put(key.as_str(), next.to_string(), None)]);
-            if txn(&self.client, &self.endpoints, guarded).await? {
+            let when = vec![self.guard(), version_is(&key, version)];
+            if txn(&self.client, &self.endpoints, guarded(when, vec![(&key, next.to_string(), 0)])).await? {
                 return Ok(next);
             }
             if !self.holds().await? {
@@ -450,7 +436,7 @@ impl Leadership {
 
     /// Whether this leader's key still exists with its epoch.
     pub async fn holds(&self) -> Result<bool> {
-        txn(&self.client, &self.endpoints, Txn::new().when([self.guard()])).await
+        txn(&self.client, &self.endpoints, guarded(vec![self.guard()], Vec::new())).await
     }
 
     /// Publish checkpoint `checkpoint` (`latest = checkpoint`), guarded by the epoch: the commit
@@ -466,8 +452,8 @@ impl Leadership {
     /// Put `value` at `name`, guarded by the epoch.
     pub(crate) async fn put_json_guarded(&self, name: &str, value: String, what: &str) -> Result<()> {
         let key = self.key(name);
-        let guarded = Txn::new().when([self.guard()]).and_then([TxnOp::put(key.as_str(), value, None)]);
-        if txn(&self.client, &self.endpoints, guarded).await? { Ok(()) } else { Err(self.fenced(what).await) }
+        let put = guarded(vec![self.guard()], vec![(&key, value, 0)]);
+        if txn(&self.client, &self.endpoints, put).await? { Ok(()) } else { Err(self.fenced(what).await) }
     }
 }
 
