@@ -18,8 +18,12 @@ step() {
   step_name="$*" step_start=$(date +%s)
   printf '\n==> %s  [%s s into the run]\n' "$*" $((step_start - started))
 }
+# Jobs run in the background (see in_background), by name; those still running at the end are stopped.
+declare -A job_pids=()
+stop_jobs() { for pid in "${job_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null || true; done; }
 report() {
   local status=$?
+  stop_jobs
   step_done
   printf '\nsteps (elapsed):\n'
   printf '%s\n' "${timings[@]}"
@@ -72,12 +76,33 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
+# Installs that take long and that only the tests need run in the background, beside the checks
+# and builds, each with its own log; a step that needs one waits for it (`await_job`).
+job_logs=$(mktemp -d /tmp/sluice-run-jobs.XXXXXX)
+in_background() { # name command…
+  local name=$1; shift
+  printf '    %s: in the background (log: %s)\n' "$name" "$job_logs/$name.log"
+  ( "$@" ) >"$job_logs/$name.log" 2>&1 &
+  job_pids[$name]=$!
+}
+await_job() { # name
+  local name=$1 since
+  since=$(date +%s)
+  [ -n "${job_pids[$name]:-}" ] || return 0
+  if ! wait "${job_pids[$name]}"; then
+    cat "$job_logs/$name.log"; echo "FAILED: $name (in the background)" >&2; exit 1
+  fi
+  unset "job_pids[$name]"
+  printf '    %s: ready (waited %s s for it)\n' "$name" $(($(date +%s) - since))
+}
+
 # The Kafka source's tests run a real broker: tansu, built once into a directory kept between runs
-# like the target dirs (its SQLite storage; about 20 minutes the first time on 2 cores).
+# like the target dirs (its SQLite storage; about 20 minutes the first time on 2 cores, at a lower
+# priority than the builds of Sluice beside it).
 tansu_root="${SLUICE_TOOLS_DIR:-/var/tmp/sluice-tools}/tansu"
 if [ ! -x "$tansu_root/bin/tansu" ]; then
-  step "tansu 0.6.0 (a Kafka-compatible broker for the Kafka tests; built once)"
-  CARGO_TARGET_DIR="$tansu_root-target" cargo install tansu --locked --version 0.6.0 --features libsql --root "$tansu_root"
+  in_background tansu env CARGO_TARGET_DIR="$tansu_root-target" nice -n 10 \
+    cargo install tansu --locked --version 0.6.0 --features libsql --root "$tansu_root"
 fi
 export SLUICE_TANSU="$tansu_root/bin/tansu"
 
@@ -86,7 +111,7 @@ export SLUICE_TANSU="$tansu_root/bin/tansu"
 install_into() { # dir "tools" install-function
   local dir=$1 tools=$2 install=$3
   [ "$(cat "$dir/.tools" 2>/dev/null)" = "$tools" ] && return 0
-  step "$tools ($dir)"
+  echo "installing $tools into $dir"
   rm -rf "$dir"
   "$install" "$dir" $tools
   echo "$tools" > "$dir/.tools"
@@ -96,25 +121,25 @@ npm_dir() { local dir=$1; shift; mkdir -p "$dir" && echo '{"private": true}' > "
 
 # Playwright (Python) drives that Chromium.
 venv="${SLUICE_VENV:-/var/tmp/sluice-venv}"
-install_into "$venv" "playwright==1.65.2" pip_venv
 export SLUICE_PLAYWRIGHT_PYTHON="$venv/bin/python"
-
 # The cluster's checkpoints are tested against an S3 server: moto's.
 clustervenv="${SLUICE_CLUSTER_VENV:-/var/tmp/sluice-cluster-venv}"
-install_into "$clustervenv" "moto[server]==5.2.6" pip_venv
 export SLUICE_MOTO_SERVER="$clustervenv/bin/moto_server"
-
 # Python plugins are built with componentize-py; the Python guest SDK's tests check its Arrow IPC
 # codec against pyarrow.
 pyvenv="${SLUICE_PY_VENV:-/var/tmp/sluice-py-plugins-venv}"
-install_into "$pyvenv" "componentize-py==0.25.1 pyarrow==26.0.1 pytest==9.2.0" pip_venv
 export SLUICE_COMPONENTIZE_PY="$pyvenv/bin/componentize-py"
-
 # JavaScript plugins are bundled with esbuild and built with componentize-js; the JavaScript
 # guest SDK's tests run under Node.
 jstools="${SLUICE_JS_TOOLS:-/var/tmp/sluice-js-tools}"
-install_into "$jstools" "@bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 apache-arrow@21.2.0" npm_dir
 export SLUICE_JS_TOOLS="$jstools"
+test_tools() {
+  install_into "$venv" "playwright==1.65.2" pip_venv
+  install_into "$clustervenv" "moto[server]==5.2.6" pip_venv
+  install_into "$pyvenv" "componentize-py==0.25.1 pyarrow==26.0.1 pytest==9.2.0" pip_venv
+  install_into "$jstools" "@bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2 apache-arrow@21.2.0" npm_dir
+}
+in_background test-tools test_tools
 
 step "no build needs protoc"
 for crate in prost-build tonic-build tonic-prost-build protobuf-src protoc-bin-vendored; do
@@ -122,6 +147,9 @@ for crate in prost-build tonic-build tonic-prost-build protobuf-src protoc-bin-v
     echo "$out"; echo "the workspace depends on $crate, which runs protoc at build time" >&2; exit 1; }
   grep -q 'did not match any packages' <<<"$out" || { echo "$out"; echo "cargo tree failed" >&2; exit 1; }
 done
+# The etcd stubs kept in cluster/src/etcd/pb/ are what cluster/proto/ generates.
+CARGO_TARGET_DIR="$(dirname "$CARGO_TARGET_DIR")/proto-generate" \
+  cargo run -q --locked --manifest-path cluster/proto/generate/Cargo.toml -- --check
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -143,6 +171,7 @@ if cargo tree -p sluice --no-default-features -e normal,build --prefix none | gr
 fi
 
 step "tests: guest SDK"
+await_job test-tools
 plugins_cargo test -p sluice-guest
 plugins_cargo test -p sluice-guest --features json --lib json::
 
@@ -153,6 +182,7 @@ step "tests: JavaScript guest SDK (under Node, against apache-arrow)"
 (cd guest-sdk/js && node --import ./test/register.mjs --test test/)
 
 step "tests: host and doris-lite"
+await_job tansu
 cargo test --workspace
 
 step "tests: the live view of sluice serve in headless Chromium"
