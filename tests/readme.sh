@@ -39,8 +39,12 @@ maria_pid=""
 pg_pid=""
 serve_pid=""
 trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null; [ -n "$maria_pid" ] && kill "$maria_pid" 2>/dev/null; [ -n "$pg_pid" ] && kill "$pg_pid" 2>/dev/null; rm -rf "$work"' EXIT
-git clone -q "$root" "$work/sluice"
-cd "$work/sluice"
+# The clone: in a new directory, or afresh at $SLUICE_README_CLONE (the test command keeps one
+# place, so that its incremental release builds find their caches again).
+clone="${SLUICE_README_CLONE:-$work/sluice}"
+rm -rf "$clone"
+git clone -q "$root" "$clone"
+cd "$clone"
 # A clone has no plugins/target: the quick start must build the plugin itself.
 [ ! -e plugins/target ]
 
@@ -86,7 +90,7 @@ echo "$out"
 [ "$out" = $'prefix_James 19\nprefix_Emily 29' ] || { echo "FAILED: the JavaScript student-trans printed something else" >&2; exit 1; }
 
 # The sync command's example, continuation lines and all: --print-pipeline needs no server.
-sync_command=$(awk '/^sluice mysql-sync-database /{on=1} on{print} on && !/\\$/{exit}' "$work/sluice/README.md")
+sync_command=$(awk '/^sluice mysql-sync-database /{on=1} on{print} on && !/\\$/{exit}' "$clone/README.md")
 [ -n "$sync_command" ] || { echo "README.md has no sluice mysql-sync-database example" >&2; exit 1; }
 echo "\$ $sync_command"
 out=$(bash -c "$sync_command") || { echo "$out"; echo "FAILED: sluice mysql-sync-database" >&2; exit 1; }
@@ -113,7 +117,7 @@ grep -qE '^finished at checkpoint [0-9]+: 10 rows read, 10 rows written' <<<"$ou
 
 # The PostgreSQL sync command's example, and the mirror from the machine's PostgreSQL on
 # 127.0.0.1:5432 (one is started on that port for this test where none answers).
-pg_sync=$(awk '/^sluice postgres-sync-database /{on=1} on{print} on && !/\\$/{exit}' "$work/sluice/README.md")
+pg_sync=$(awk '/^sluice postgres-sync-database /{on=1} on{print} on && !/\\$/{exit}' "$clone/README.md")
 [ -n "$pg_sync" ] || { echo "README.md has no sluice postgres-sync-database example" >&2; exit 1; }
 echo "\$ $pg_sync"
 out=$(bash -c "$pg_sync") || { echo "$out"; echo "FAILED: sluice postgres-sync-database" >&2; exit 1; }

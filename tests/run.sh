@@ -31,18 +31,10 @@ report() {
 }
 trap report EXIT
 
-# Build outputs are kept across runs on the same machine: a clean clone only rebuilds our crates.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/host}"
-plugins_target="${SLUICE_PLUGINS_TARGET_DIR:-/var/tmp/sluice-build/plugins}"
-# The host's tests load the plugins from plugins/target: a link to $plugins_target, unless this
-# checkout already has its own.
-if [ -d plugins/target ] && [ ! -L plugins/target ]; then plugins_target="$root/plugins/target"; fi
+# Where builds and test tools live (kept between runs on this machine): tests/env.sh.
+source tests/env.sh
 mkdir -p "$CARGO_TARGET_DIR" "$plugins_target"
 if [ ! -e plugins/target ]; then ln -s "$plugins_target" plugins/target; fi
-# Plugin crates Sluice builds itself (the scaffold test's, the README clone's) share that target
-# dir: the guest SDK's dependencies are compiled once.
-export SLUICE_PLUGIN_TARGET_DIR="$plugins_target"
-export CARGO_TERM_COLOR=never
 # Building needs nothing beyond Rust and a C compiler: no `protoc` (the etcd stubs are kept in
 # cluster/src/etcd/pb/). Every build of this run proves it: PROTOC names a program that fails,
 # and a `protoc` first on the PATH fails and leaves a mark.
@@ -99,12 +91,10 @@ await_job() { # name
 # The Kafka source's tests run a real broker: tansu, built once into a directory kept between runs
 # like the target dirs (its SQLite storage; about 20 minutes the first time on 2 cores, at a lower
 # priority than the builds of Sluice beside it).
-tansu_root="${SLUICE_TOOLS_DIR:-/var/tmp/sluice-tools}/tansu"
-if [ ! -x "$tansu_root/bin/tansu" ]; then
+if [ ! -x "$SLUICE_TANSU" ]; then
   in_background tansu env CARGO_TARGET_DIR="$tansu_root-target" nice -n 10 \
     cargo install tansu --locked --version 0.6.0 --features libsql --root "$tansu_root"
 fi
-export SLUICE_TANSU="$tansu_root/bin/tansu"
 
 # Test tools live in directories kept between runs; each directory records what was installed in
 # it (`.tools`) and is installed afresh when that list changes.
@@ -119,20 +109,6 @@ install_into() { # dir "tools" install-function
 pip_venv() { local dir=$1; shift; python3 -m venv "$dir" && "$dir/bin/pip" install -q "$@"; }
 npm_dir() { local dir=$1; shift; mkdir -p "$dir" && echo '{"private": true}' > "$dir/package.json" && (cd "$dir" && npm install --no-audit --no-fund --silent "$@"); }
 
-# Playwright (Python) drives that Chromium.
-venv="${SLUICE_VENV:-/var/tmp/sluice-venv}"
-export SLUICE_PLAYWRIGHT_PYTHON="$venv/bin/python"
-# The cluster's checkpoints are tested against an S3 server: moto's.
-clustervenv="${SLUICE_CLUSTER_VENV:-/var/tmp/sluice-cluster-venv}"
-export SLUICE_MOTO_SERVER="$clustervenv/bin/moto_server"
-# Python plugins are built with componentize-py; the Python guest SDK's tests check its Arrow IPC
-# codec against pyarrow.
-pyvenv="${SLUICE_PY_VENV:-/var/tmp/sluice-py-plugins-venv}"
-export SLUICE_COMPONENTIZE_PY="$pyvenv/bin/componentize-py"
-# JavaScript plugins are bundled with esbuild and built with componentize-js; the JavaScript
-# guest SDK's tests run under Node.
-jstools="${SLUICE_JS_TOOLS:-/var/tmp/sluice-js-tools}"
-export SLUICE_JS_TOOLS="$jstools"
 test_tools() {
   install_into "$venv" "playwright==1.65.2" pip_venv
   install_into "$clustervenv" "moto[server]==5.2.6" pip_venv
@@ -143,7 +119,7 @@ in_background test-tools test_tools
 
 step "no build needs protoc"
 for crate in prost-build tonic-build tonic-prost-build protobuf-src protoc-bin-vendored; do
-  out=$(cargo tree --workspace --target all -e build,normal -i "$crate" 2>&1) && {
+  out=$(cargo tree --workspace --target all -e all -i "$crate" 2>&1) && {
     echo "$out"; echo "the workspace depends on $crate, which runs protoc at build time" >&2; exit 1; }
   grep -q 'did not match any packages' <<<"$out" || { echo "$out"; echo "cargo tree failed" >&2; exit 1; }
 done
@@ -181,15 +157,26 @@ step "tests: Python guest SDK (its Arrow IPC codec against pyarrow)"
 step "tests: JavaScript guest SDK (under Node, against apache-arrow)"
 (cd guest-sdk/js && node --import ./test/register.mjs --test test/)
 
+# The test binaries and the README's release build are compiled while tansu (the Kafka tests'
+# broker) may still be building; the host's tests run once it is there.
+step "tests: host and doris-lite (build)"
+cargo test --workspace --no-run
+
+step "the README's quick start, from a fresh clone"
+# The clone is made afresh in one place, and its release builds are incremental: a run after a
+# small change recompiles only what changed (what the README's commands do is the same). A run
+# that measures the first build (SLUICE_BUILD_TIMINGS) builds as a user's `cargo run` does.
+incremental=true
+[ -z "${SLUICE_BUILD_TIMINGS:-}" ] || incremental=false
+SLUICE_README_CLONE="$(dirname "$CARGO_TARGET_DIR")/readme-clone" CARGO_PROFILE_RELEASE_INCREMENTAL=$incremental \
+  bash tests/readme.sh
+
 step "tests: host and doris-lite"
 await_job tansu
 cargo test --workspace
 
 step "tests: the live view of sluice serve in headless Chromium"
 cargo test -p sluice --test it serve::the_live_view -- --ignored
-
-step "the README's quick start, from a fresh clone"
-bash tests/readme.sh
 
 step "no build used protoc"
 [ ! -e "$no_protoc/used" ] || { echo "a build ran protoc" >&2; exit 1; }

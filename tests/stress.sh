@@ -9,11 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/host}"
-export CARGO_TERM_COLOR=never
-export SLUICE_TANSU="${SLUICE_TANSU:-${SLUICE_TOOLS_DIR:-/var/tmp/sluice-tools}/tansu/bin/tansu}"
-export SLUICE_JS_TOOLS="${SLUICE_JS_TOOLS:-/var/tmp/sluice-js-tools}"
-export SLUICE_COMPONENTIZE_PY="${SLUICE_COMPONENTIZE_PY:-${SLUICE_PY_VENV:-/var/tmp/sluice-py-plugins-venv}/bin/componentize-py}"
+# The same builds and test tools as tests/run.sh (which installed them).
+source tests/env.sh
 if [ ! -e plugins/target ]; then
   echo "plugins/target is missing: run \`bash tests/run.sh\` once first" >&2
   exit 2
