@@ -6,6 +6,8 @@
 # from README.md itself, so the test and the README cannot drift apart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The README's commands run as a user runs them: plugin crates build into their own target dirs.
+unset SLUICE_PLUGIN_TARGET_DIR
 root=$(pwd)
 
 readme_line() {
