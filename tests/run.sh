@@ -20,7 +20,7 @@ step() {
 }
 # Jobs run in the background (see in_background), by name; those still running at the end are stopped.
 declare -A job_pids=()
-stop_jobs() { for pid in "${job_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null || true; done; }
+stop_jobs() { for pid in "${job_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; done; }
 report() {
   local status=$?
   stop_jobs
