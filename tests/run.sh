@@ -125,8 +125,9 @@ for crate in prost-build tonic-build tonic-prost-build protobuf-src protoc-bin-v
     echo "$out"; echo "the workspace depends on $crate, which runs protoc at build time" >&2; exit 1; }
   grep -q 'did not match any packages' <<<"$out" || { echo "$out"; echo "cargo tree failed" >&2; exit 1; }
 done
-# The etcd stubs kept in cluster/src/etcd/pb/ are what cluster/proto/ generates.
-CARGO_TARGET_DIR="$(dirname "$CARGO_TARGET_DIR")/proto-generate" \
+# The etcd stubs kept in cluster/src/etcd/pb/ are what cluster/proto/ generates (checked beside the
+# builds; the run waits for it at the end).
+in_background proto-stubs env CARGO_TARGET_DIR="$(dirname "$CARGO_TARGET_DIR")/proto-generate" nice -n 10 \
   cargo run -q --locked --manifest-path cluster/proto/generate/Cargo.toml -- --check
 
 step "cargo fmt --check"
@@ -159,26 +160,39 @@ step "tests: Python guest SDK (its Arrow IPC codec against pyarrow)"
 step "tests: JavaScript guest SDK (under Node, against apache-arrow)"
 (cd guest-sdk/js && node --import ./test/register.mjs --test test/)
 
-# The test binaries and the README's release build are compiled while tansu (the Kafka tests'
-# broker) may still be building; the host's tests run once it is there.
+# The test binaries are compiled while tansu (the Kafka tests' broker) may still be building. Then
+# the README's quick start (a release build in a fresh clone) runs beside the tests, at a lower
+# priority: the tests mostly wait on servers, and the build takes the cores they leave. The Kafka
+# tests run last, once tansu is there.
 step "tests: host and doris-lite (build)"
 cargo test --workspace --no-run
 
-step "the README's quick start, from a fresh clone"
-# The clone is made afresh in one place, and its release builds are incremental: a run after a
-# small change recompiles only what changed (what the README's commands do is the same). A run
-# that measures the first build (SLUICE_BUILD_TIMINGS) builds as a user's `cargo run` does.
+# The clone is made afresh in one place, and its release builds are incremental and kept in their
+# own target dir: a run after a small change recompiles only what changed (what the README's
+# commands do is the same). A run that measures the first build (SLUICE_BUILD_TIMINGS) builds as a
+# user's `cargo run` does.
 incremental=true
 [ -z "${SLUICE_BUILD_TIMINGS:-}" ] || incremental=false
-SLUICE_README_CLONE="$(dirname "$CARGO_TARGET_DIR")/readme-clone" CARGO_PROFILE_RELEASE_INCREMENTAL=$incremental \
-  bash tests/readme.sh
+in_background readme env SLUICE_README_CLONE="$(dirname "$CARGO_TARGET_DIR")/readme-clone" \
+  CARGO_TARGET_DIR="$(dirname "$CARGO_TARGET_DIR")/readme" CARGO_PROFILE_RELEASE_INCREMENTAL=$incremental \
+  nice -n 10 bash tests/readme.sh
 
-step "tests: host and doris-lite"
+step "tests: host and doris-lite, all but Kafka"
+cargo test --workspace -- --skip kafka::
+
+step "tests: Kafka (host)"
 await_job tansu
-cargo test --workspace
+cargo test --workspace -- kafka::
 
 step "tests: the live view of sluice serve in headless Chromium"
 cargo test -p sluice --test it serve::the_live_view -- --ignored
+
+step "the README's quick start, from a fresh clone"
+await_job readme
+tail -n 1 "$job_logs/readme.log"
+
+step "the etcd stubs are what cluster/proto/ generates"
+await_job proto-stubs
 
 step "no build used protoc"
 [ ! -e "$no_protoc/used" ] || { echo "a build ran protoc" >&2; exit 1; }
