@@ -2,25 +2,23 @@
 //! Stream Load and 2PC over HTTP, the FE REST endpoints and the MySQL protocol — over an
 //! in-memory store with Doris' key-model semantics. For local runs and tests only.
 
-pub mod changelog;
 pub mod ddl;
 pub mod discard;
 pub mod engine;
 pub mod faults;
 pub mod flight;
-pub mod functions;
 pub mod http;
-pub mod keyed_scan;
 pub mod load;
 pub mod mysql;
 pub mod net;
 pub mod persist;
 pub mod sql;
 pub mod storage;
-pub mod table_refs;
 #[cfg(feature = "test-ca")]
 pub mod test_ca;
 pub mod types;
+
+pub use sql::{changelog, functions, keyed_scan, table_refs};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
