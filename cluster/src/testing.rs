@@ -27,6 +27,33 @@ fn wait_for_port(port: u16, what: &str, child: &mut Child) -> Result<(), String>
     Ok(())
 }
 
+/// Wait until the etcd member `child` answers its `/health` on `port` with a leader elected;
+/// `Err` if it exited first or something else answers there.
+fn wait_until_healthy(port: u16, what: &str, child: &mut Child) -> Result<(), String> {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{what} exited at start: {status}"));
+        }
+        let mut reply = String::new();
+        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let asked = stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_ok();
+            if asked {
+                let _ = stream.read_to_string(&mut reply);
+            }
+        }
+        if reply.contains("\"health\":\"true\"") {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("{what} on port {port} is not a healthy etcd within 30s (it answered {reply:?})"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `start` tried up to three times.
 fn with_retries<T>(mut start: impl FnMut() -> Result<T, String>) -> T {
     let mut last = String::new();
@@ -83,7 +110,12 @@ impl Etcd {
             _dir: dir,
         };
         for (i, (client, _)) in ports.iter().enumerate() {
-            wait_for_port(*client, &format!("etcd member m{i}"), etcd.members[i].as_mut().unwrap())?;
+            let what = format!("etcd member m{i}");
+            let child = etcd.members[i].as_mut().unwrap();
+            wait_for_port(*client, &what, child)?;
+            // The port may answer for another test's server that took it first (etcd then exits):
+            // it is this member once etcd's own health check says so.
+            wait_until_healthy(*client, &what, child)?;
         }
         Ok(etcd)
     }

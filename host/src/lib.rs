@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod doris;
+pub mod error;
 pub mod metrics;
 pub mod pipeline;
 pub mod retry;

@@ -192,7 +192,7 @@ pub fn main() -> ExitCode {
     crate::doris::tls::install_provider();
     let result = match cli.command {
         Command::Run { file, quiet, metrics_addr, cluster, member, capacity, .. } => {
-            run::run(file, quiet, metrics_addr, run::ClusterArgs { etcd: cluster, member, capacity })
+            run::run(file, quiet, metrics_addr, crate::pipeline::ClusterArgs { etcd: cluster, member, capacity })
         }
         Command::Check { file } => run::check(file),
         Command::Plugin(cmd) => plugin::run(cmd),

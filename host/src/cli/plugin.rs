@@ -78,7 +78,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
             if !path.is_dir() {
                 bail!("{}: not a plugin directory (a Rust crate, or a directory with a `plugin.toml`)", path.display());
             }
-            println!("{}", crate::wasm::source::resolve(&path)?.display());
+            println!("{}", crate::wasm::build::resolve(&path)?.display());
             Ok(())
         }
         PluginCommand::Inspect { path, schema, config } => inspect(&runtime()?, &path, schema, &parse_config(&config)?),

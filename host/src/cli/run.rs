@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::embedded;
 use crate::metrics::{Stats, metrics_text};
-use crate::pipeline::{PipelineFile, load_file, prepare, state_dir_of};
+use crate::pipeline::{ClusterArgs, PipelineFile, cluster_settings, load_file, prepare, state_dir_of};
 use crate::runtime::{self, Prepared, RunOptions};
 
 /// Start the embedded doris-lite when a Doris connection asks for it (`fenodes = "embedded"`):
@@ -31,58 +31,11 @@ pub(super) async fn connect(
     Ok(Some(handle))
 }
 
-/// `sluice run --cluster/--member`: what the command line says of the cluster.
-#[derive(Debug, Clone, Default)]
-pub struct ClusterArgs {
-    pub etcd: Option<String>,
-    pub member: Option<String>,
-    pub capacity: Option<u32>,
-}
-
 /// `sluice run`: run until the sources are exhausted, or until SIGINT/SIGTERM (a final checkpoint
 /// is taken and committed; a second signal exits at once, which is still safe).
 pub fn run(file: PathBuf, quiet: bool, metrics_addr: Option<SocketAddr>, cluster: ClusterArgs) -> anyhow::Result<()> {
     let pipeline = load_file(&file)?;
     run_pipeline(file, pipeline, quiet, metrics_addr, cluster)
-}
-
-/// How this process joins the pipeline's cluster, if it runs in one: `[cluster]` with the
-/// command line's `--cluster`/`--member` in place of its keys.
-fn cluster_settings(
-    file: &Path,
-    pipeline: &PipelineFile,
-    args: ClusterArgs,
-) -> anyhow::Result<Option<crate::state::cluster::Settings>> {
-    let section = pipeline.cluster.as_ref();
-    let etcd = args.etcd.or_else(|| section.and_then(|c| c.etcd.clone()));
-    let (etcd, section) = match (etcd, section) {
-        (None, None) => return Ok(None),
-        (Some(_), None) => anyhow::bail!(
-            "{}: `--cluster` needs a [cluster] section with `store = \"s3://bucket/prefix\"`, where the cluster keeps its checkpoints",
-            file.display()
-        ),
-        (None, Some(_)) => anyhow::bail!(
-            "{}: [cluster] needs `etcd = \"etcd://host:2379,…\"` (or `sluice run --cluster etcd://…`)",
-            file.display()
-        ),
-        (Some(etcd), Some(section)) => (etcd, section),
-    };
-    let etcd = sluice_cluster::parse_etcd_url(&etcd).with_context(|| format!("{}: cluster.etcd", file.display()))?;
-    let member = args
-        .member
-        .or_else(|| section.member.clone())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
-        .filter(|m| !m.is_empty() && !m.contains('/'))
-        .with_context(|| format!("{}: name this process with `[cluster] member` or `--member`", file.display()))?;
-    Ok(Some(crate::state::cluster::Settings {
-        etcd,
-        store: section.store.clone(),
-        member,
-        lease_ttl: section.lease_ttl.0,
-        capacity: args.capacity.unwrap_or(section.capacity).max(1),
-        namespace: format!("/sluice/{}", pipeline.pipeline.name),
-    }))
 }
 
 /// Run `pipeline`, read from `file` (paths and the state dir are relative to it).
@@ -96,7 +49,7 @@ pub fn run_pipeline(
     let cluster = cluster_settings(&file, &pipeline, cluster)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let (stop_tx, mut stop_rx) = watch::channel(false);
+        let (stop_tx, stop_rx) = watch::channel(false);
         tokio::spawn(async move {
             wait_for_signal().await;
             let _ = stop_tx.send(true);
@@ -115,51 +68,11 @@ pub fn run_pipeline(
             serve_metrics(addr, prepared.stats.clone(), &prepared.name).await?;
         }
         let opts = RunOptions { quiet, status_interval: None, ..Default::default() };
-        let report = match &clustered {
-            None => runtime::run(&prepared, &opts, stop_rx).await?,
-            Some(c) => {
-                let member = c.member().id().to_string();
-                let lost_lease = || {
-                    anyhow::anyhow!(
-                        "member `{member}` lost its cluster lease (etcd did not hear from it for `lease_ttl`); it stops, and the process that leads next resumes from the last published checkpoint"
-                    )
-                };
-                // Every process runs the units the leader's plan gives it; one also leads.
-                let work = runtime::spread::work(&prepared, c);
-                tokio::pin!(work);
-                let mut lost = c.member().lost();
-                eprintln!("member `{member}` of pipeline `{}`: standing by to lead", prepared.name);
-                tokio::select! {
-                    epoch = c.lead() => eprintln!("member `{member}` leads pipeline `{}` (epoch {})", prepared.name, epoch?),
-                    finished = &mut work => {
-                        finished?;
-                        eprintln!("member `{member}`: pipeline `{}` finished", prepared.name);
-                        c.leave().await;
-                        return Ok(());
-                    }
-                    _ = stop_rx.wait_for(|s| *s) => {
-                        eprintln!("member `{member}` stopped while standing by");
-                        c.leave().await;
-                        return Ok(());
-                    }
-                    _ = lost.wait_for(|l| *l) => return Err(lost_lease()),
-                }
-                let lead = runtime::run(&prepared, &opts, stop_rx);
-                tokio::pin!(lead);
-                let mut working = true;
-                // The lease gone, another process leads: stop at once, deciding nothing more.
-                loop {
-                    tokio::select! {
-                        report = &mut lead => break report?,
-                        done = &mut work, if working => {
-                            done?;
-                            working = false;
-                        }
-                        _ = lost.wait_for(|l| *l) => return Err(lost_lease()),
-                    }
-                }
-            }
-        };
+        let report = runtime::run(&prepared, &opts, stop_rx).await?;
+        if !report.led {
+            // A member that only ran units: the leader reports the pipeline.
+            return Ok(());
+        }
         let s = &prepared.stats;
         if !quiet {
             eprintln!(
@@ -169,7 +82,7 @@ pub fn run_pipeline(
                 s.rows_read.load(Ordering::Relaxed),
                 s.rows_written.load(Ordering::Relaxed),
                 s.txns_committed.load(Ordering::Relaxed),
-                s.component_value("totalFlushLoadBytes"),
+                s.loads().bytes,
                 started.elapsed().as_secs_f64(),
             );
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use crate::wasm::source::WIT;
+use crate::wasm::build::WIT;
 
 /// Sample rows for `sluice plugin test`, matching the example input of every template.
 const ROWS: &str = "{\"name\":\"James\",\"age\":18}\n{\"name\":\"Emily\",\"age\":28}\n";

@@ -383,7 +383,7 @@ pub fn run(origin: Origin, args: SyncArgs, quiet: bool) -> anyhow::Result<()> {
     let name = toml::from_str::<toml::Table>(&text)?["pipeline"]["name"].as_str().unwrap_or("sync").to_string();
     let file = PathBuf::from(format!("{name}.toml"));
     let pipeline = crate::pipeline::load_str(&file, &text)?;
-    super::run::run_pipeline(file, pipeline, quiet, None, super::run::ClusterArgs::default())
+    super::run::run_pipeline(file, pipeline, quiet, None, crate::pipeline::ClusterArgs::default())
 }
 
 #[cfg(test)]
@@ -418,7 +418,7 @@ mod tests {
         assert_eq!(p.pipeline.name, "mysql-sync-test_db");
         let source: &crate::sources::mysql::MysqlSource = p.source[0].config.as_any().downcast_ref().unwrap();
         assert_eq!((source.database.as_str(), source.include.as_str()), ("mysql_db", "tbl1|test.*"));
-        assert_eq!(source.scan.startup.mode, "initial");
+        assert_eq!(source.scan.startup.mode, crate::sources::StartupMode::Initial);
         let sink: &crate::sinks::doris::DorisSink = p.sink[0].config.as_any().downcast_ref().unwrap();
         assert_eq!((sink.database.as_deref(), sink.label_prefix.as_deref()), (Some("test_db"), Some("label")));
         assert_eq!(sink.table_properties.get("replication_num").map(String::as_str), Some("1"));
@@ -443,7 +443,7 @@ mod tests {
             (source.database.as_str(), source.schema.as_str(), source.slot_name.as_str(), source.include.as_str()),
             ("postgres", "public", "test", "tbl1|tbl2")
         );
-        assert_eq!((source.decoding_plugin.as_str(), source.scan.startup.mode.as_str()), ("pgoutput", "initial"));
+        assert_eq!((source.decoding_plugin.as_str(), source.scan.startup.mode.name()), ("pgoutput", "initial"));
         let e = pipeline(
             Origin::Postgres,
             &args(
@@ -473,7 +473,7 @@ mod tests {
         let p = crate::pipeline::load_str(std::path::Path::new("p.toml"), &printed).unwrap();
         let source: &crate::sources::mysql::MysqlSource = p.source[0].config.as_any().downcast_ref().unwrap();
         assert!(source.schema_only);
-        assert_eq!(source.scan.startup.mode, "specific-offset");
+        assert_eq!(source.scan.startup.mode, crate::sources::StartupMode::SpecificOffset);
         let offset = source.scan.startup.specific_offset.as_ref().unwrap();
         assert_eq!((offset.file.as_deref(), offset.pos), (Some("binlog.000003"), Some(154)));
         let sink: &crate::sinks::doris::DorisSink = p.sink[0].config.as_any().downcast_ref().unwrap();

@@ -3,9 +3,9 @@
 
 use anyhow::Context;
 
+use super::config::DorisSection;
 use super::tls::TlsSettings;
 use super::{Credentials, FeClient};
-use crate::pipeline::DorisSection;
 
 /// `[doris]` or a `[connections.<name>] type = "doris"`, ready to use.
 #[derive(Debug, Clone)]
@@ -25,10 +25,10 @@ impl DorisConnection {
     /// `benodes`, or those the FE lists.
     pub async fn open(name: &str, section: &DorisSection) -> anyhow::Result<DorisConnection> {
         let key =
-            if name == crate::pipeline::DEFAULT_DORIS { "doris".to_string() } else { format!("connections.{name}") };
+            if name == super::config::DEFAULT_DORIS { "doris".to_string() } else { format!("connections.{name}") };
         let password = match &section.password {
             Some(p) => p.clone(),
-            None => crate::pipeline::password_from_env(section.password_env.as_deref(), &key)
+            None => super::config::password_from_env(section.password_env.as_deref(), &key)
                 .map_err(|e| anyhow::anyhow!(e))?
                 .unwrap_or_default(),
         };

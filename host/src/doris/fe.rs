@@ -117,6 +117,25 @@ impl LoadResponse {
         matches!(self.load_status(), LoadStatus::Success | LoadStatus::PublishTimeout)
     }
 
+    /// The BE status code a failed load's `Message` starts with (`[DATA_QUALITY_ERROR]…`,
+    /// `[ANALYSIS_ERROR]…`); none from Doris before 2.0, whose messages have no code.
+    pub fn status_code(&self) -> Option<&str> {
+        let rest = self.message.strip_prefix('[')?;
+        let code = &rest[..rest.find(']')?];
+        let word = !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        word.then_some(code)
+    }
+
+    /// Whether Doris refused the load for its rows (they would be refused again on a retry):
+    /// status code `DATA_QUALITY_ERROR`, or, from Doris before 2.0 (no code), a failed load that
+    /// filtered rows.
+    pub fn is_data_quality(&self) -> bool {
+        match self.status_code() {
+            Some(code) => code == "DATA_QUALITY_ERROR",
+            None => self.load_status() == LoadStatus::Fail && self.number_filtered_rows > 0,
+        }
+    }
+
     /// The transaction a reused label belongs to (`… relate to txn [N]`).
     pub fn existing_txn_id(&self) -> Option<i64> {
         let rest = &self.message[self.message.find("relate to txn [")? + "relate to txn [".len()..];
@@ -730,6 +749,33 @@ mod tests {
 
     fn reply(status: &str, msg: &str) -> TxnReply {
         TxnReply { status: status.into(), msg: msg.into() }
+    }
+
+    fn load(status: &str, message: &str, filtered: i64) -> super::LoadResponse {
+        serde_json::from_value(serde_json::json!({
+            "TxnId": 7, "Label": "l", "Status": status, "Message": message, "NumberFilteredRows": filtered,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_load_refused_for_its_rows_is_told_by_its_status_code() {
+        let refused = load("Fail", "[DATA_QUALITY_ERROR]too many filtered rows", 3);
+        assert_eq!(refused.status_code(), Some("DATA_QUALITY_ERROR"));
+        assert!(refused.is_data_quality());
+        // The same words under another code are not a refusal of the rows.
+        let other = load("Fail", "[INTERNAL_ERROR]too many filtered rows in a broken tablet", 0);
+        assert_eq!(other.status_code(), Some("INTERNAL_ERROR"));
+        assert!(!other.is_data_quality());
+        // Doris before 2.0 sends no code: a failed load that filtered rows.
+        let old = load("Fail", "too many filtered rows", 3);
+        assert_eq!(old.status_code(), None);
+        assert!(old.is_data_quality());
+        assert!(!load("Fail", "[CANCELLED]cancelled", 0).is_data_quality());
+        assert!(
+            !load("Fail", "[tablet 7] is down", 0).is_data_quality()
+                && load("Fail", "[tablet 7]", 0).status_code().is_none()
+        );
     }
 
     #[test]

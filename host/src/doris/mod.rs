@@ -1,6 +1,7 @@
 //! The Doris client: the FE's REST and SQL APIs, the TSO, query plans, Stream Load with two-phase
 //! commit, Arrow Flight SQL scans, and the body formats. No pipeline logic lives here.
 
+pub mod config;
 mod connection;
 mod error;
 pub mod fe;

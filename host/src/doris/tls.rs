@@ -13,7 +13,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::pipeline::DorisSection;
+use super::config::DorisSection;
 
 /// Make ring the process's rustls provider, once: every HTTP client Sluice builds takes it.
 pub fn install_provider() {

@@ -25,7 +25,46 @@ pub struct Metric {
 
 /// A component's counters.
 pub trait MetricSource: Send + Sync {
+    /// Its series, as `/metrics` shows them.
     fn metrics(&self) -> Vec<Metric>;
+
+    /// A sink that loads: its loads so far, as the run's report, its last line and `serve`'s API
+    /// read them (summed over the sinks by [`Stats::loads`]).
+    fn loads(&self) -> Option<LoadCounts> {
+        None
+    }
+}
+
+/// What a sink that loads (Doris') says of its loads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadCounts {
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Bytes loaded.
+    pub bytes: u64,
+    pub loaded_rows: u64,
+    /// Rows the target refused (within the load's `max_filter_ratio`).
+    pub filtered_rows: u64,
+    /// Loads tried again under their label.
+    pub load_retries: u64,
+    /// Commits tried again after a failure.
+    pub commit_retries: u64,
+}
+
+impl std::ops::Add for LoadCounts {
+    type Output = LoadCounts;
+
+    fn add(self, o: LoadCounts) -> LoadCounts {
+        LoadCounts {
+            succeeded: self.succeeded + o.succeeded,
+            failed: self.failed + o.failed,
+            bytes: self.bytes + o.bytes,
+            loaded_rows: self.loaded_rows + o.loaded_rows,
+            filtered_rows: self.filtered_rows + o.filtered_rows,
+            load_retries: self.load_retries + o.load_retries,
+            commit_retries: self.commit_retries + o.commit_retries,
+        }
+    }
 }
 
 /// Units of a source's planned work (tablets of a scan, chunks of a snapshot) and how many are
@@ -137,9 +176,16 @@ impl Stats {
         self.components.lock().unwrap_or_else(|p| p.into_inner()).push(source);
     }
 
-    /// The value of the component metric `name` summed over its labels (0 if none reports it).
+    /// The component series `name` summed over its labels (0 if none reports it): a look at
+    /// what `/metrics` shows. Code that acts on a count reads a typed one ([`Stats::loads`]).
     pub fn component_value(&self, name: &str) -> u64 {
         self.component_metrics().iter().filter(|m| m.name == name).map(|m| m.value).sum()
+    }
+
+    /// The loads of every sink that loads, summed.
+    pub fn loads(&self) -> LoadCounts {
+        let components = self.components.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        components.iter().filter_map(|c| c.loads()).fold(LoadCounts::default(), |a, b| a + b)
     }
 
     /// Every component's counters.

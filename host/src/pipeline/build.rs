@@ -11,7 +11,7 @@ use super::model::PipelineFile;
 use crate::doris::DorisConnection;
 use crate::metrics::Stats;
 use crate::runtime::{Named, Prepared};
-use crate::state::{StateDir, Store};
+use crate::state::{CheckpointStore, StateDir};
 use crate::wasm::{ComponentCache, PluginRuntime};
 
 /// What a component may use while it is built.
@@ -23,7 +23,7 @@ pub struct BuildContext<'a> {
     pub base_dir: PathBuf,
     /// The pipeline's stable identity (made at its first run).
     pub pipeline_id: String,
-    pub state: Arc<Store>,
+    pub state: Arc<dyn CheckpointStore>,
     pub stats: Arc<Stats>,
     /// Set when `sluice serve` runs the pipeline for a tenant.
     pub confinement: Option<Confinement>,
@@ -108,6 +108,55 @@ pub fn state_dir_of(file: &Path, pipeline: &PipelineFile) -> PathBuf {
     }
 }
 
+/// What the command line says of the cluster (`sluice run --cluster/--member/--capacity`), in
+/// place of `[cluster]`'s keys.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterArgs {
+    pub etcd: Option<String>,
+    pub member: Option<String>,
+    pub capacity: Option<u32>,
+}
+
+/// How this process joins the pipeline's cluster, if it runs in one: `[cluster]` with the
+/// command line's `--cluster`/`--member` in place of its keys. The cluster's etcd keys are under
+/// `/sluice/<pipeline name>`.
+pub fn cluster_settings(
+    file: &Path,
+    pipeline: &PipelineFile,
+    args: ClusterArgs,
+) -> anyhow::Result<Option<crate::state::cluster::Settings>> {
+    let section = pipeline.cluster.as_ref();
+    let etcd = args.etcd.or_else(|| section.and_then(|c| c.etcd.clone()));
+    let (etcd, section) = match (etcd, section) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => anyhow::bail!(
+            "{}: `--cluster` needs a [cluster] section with `store = \"s3://bucket/prefix\"`, where the cluster keeps its checkpoints",
+            file.display()
+        ),
+        (None, Some(_)) => anyhow::bail!(
+            "{}: [cluster] needs `etcd = \"etcd://host:2379,…\"` (or `sluice run --cluster etcd://…`)",
+            file.display()
+        ),
+        (Some(etcd), Some(section)) => (etcd, section),
+    };
+    let etcd = sluice_cluster::parse_etcd_url(&etcd).with_context(|| format!("{}: cluster.etcd", file.display()))?;
+    let member = args
+        .member
+        .or_else(|| section.member.clone())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|m| !m.is_empty() && !m.contains('/'))
+        .with_context(|| format!("{}: name this process with `[cluster] member` or `--member`", file.display()))?;
+    Ok(Some(crate::state::cluster::Settings {
+        etcd,
+        store: section.store.clone(),
+        member,
+        lease_ttl: section.lease_ttl.0,
+        capacity: args.capacity.unwrap_or(section.capacity).max(1),
+        namespace: format!("/sluice/{}", pipeline.pipeline.name),
+    }))
+}
+
 /// Open the state dir and build every component: everything short of moving data.
 pub async fn prepare(file: &Path, pipeline: PipelineFile) -> anyhow::Result<Prepared> {
     prepare_clustered(file, pipeline, None).await
@@ -165,10 +214,10 @@ async fn prepare_with(
     stats: Arc<Stats>,
     replay: Option<Replay>,
 ) -> anyhow::Result<Prepared> {
-    let state = Arc::new(match placement.cluster {
-        Some(c) => Store::Cluster(c),
-        None => Store::Dir(StateDir::open(&placement.state_dir)?),
-    });
+    let state: Arc<dyn CheckpointStore> = match placement.cluster {
+        Some(c) => c,
+        None => Arc::new(StateDir::open(&placement.state_dir)?),
+    };
     let pipeline_id = state.pipeline_id()?;
     let ctx = BuildContext {
         file,

@@ -2,13 +2,15 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use toml::Spanned;
 
+use super::component::{Kind, Named};
 use super::model::{Connection, DEFAULT_DORIS, DorisSection, Entry, PipelineFile, PipelineSection};
-use super::registry::{Kind, SINKS, SOURCES, TRANSFORMS};
+use super::options::{EntryResult, first_line, humane, key_of};
+use super::registry::{SINKS, SOURCES, TRANSFORMS};
 
 /// The file before each `[[source]]`, `[[transform]]`, `[[sink]]` and connection is read by its
 /// `type`; the spans let errors inside those tables point at their lines.
@@ -35,17 +37,6 @@ struct RawFile {
 /// The sink types a `[dead_letter]` may be.
 const DEAD_LETTER_TYPES: [&str; 2] = ["doris", "file"];
 
-/// An entry's key at fault (relative to its table) and what is wrong.
-pub type EntryResult<T> = Result<T, (Option<String>, String)>;
-
-/// Read a component's table into its options.
-pub fn read<T: DeserializeOwned>(table: toml::Table) -> EntryResult<T> {
-    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-        let key = key_of(e.path());
-        (key, humane(first_line(&e.into_inner().to_string())))
-    })
-}
-
 type EntryError<'a> = dyn FnMut(&str, &std::ops::Range<usize>, Option<String>, String) -> ConfigError + 'a;
 
 /// Take the `type` key out of `table`: one of `types`.
@@ -68,7 +59,7 @@ fn take_type<'t>(
 type Located<T> = (Entry<T>, std::ops::Range<usize>);
 
 /// Read each table of an array by its `type` key, and name each entry.
-fn typed_entries<T: ?Sized + super::registry::Named>(
+fn typed_entries<T: ?Sized + Named>(
     entries: &[Spanned<toml::Table>],
     section: &str,
     kinds: &[Kind<T>],
@@ -142,17 +133,15 @@ pub fn load_str(file: &Path, text: &str) -> Result<PipelineFile, ConfigError> {
 
 /// A `[connections.<name>]` table, by its `type`.
 pub fn read_connection(mut t: toml::Table) -> EntryResult<Connection> {
-    let kind = take_type(&mut t, Connection::TYPES.iter().copied())?;
-    Ok(match kind {
-        "doris" => Connection::Doris(read(t)?),
-        "mysql" => Connection::Mysql(read(t)?),
-        "postgres" => Connection::Postgres(read(t)?),
-        _ => Connection::Kafka(read(t)?),
-    })
+    let kinds = super::registry::CONNECTIONS;
+    let kind = take_type(&mut t, kinds.iter().map(|k| k.name))?;
+    let entry = kinds.iter().find(|k| k.name == kind).expect("take_type returns a registered type");
+    Ok(Arc::unwrap_or_clone((entry.read)(t)?))
 }
 
 /// [`load_str`] for a pipeline whose connections are given by a server (`sluice serve`): the
-/// text may define none of its own, nor say where its state is kept.
+/// text may define none of its own, nor set its state dir (a `[cluster]` is checked against the
+/// tenant's grants instead).
 pub fn load_str_with(
     file: &Path,
     text: &str,
@@ -196,14 +185,6 @@ pub fn load_str_with(
                 format!(
                     "connections are the server's: remove this section and name one you are granted with `connection = \"…\"` ({names})"
                 ),
-            ));
-        }
-        if raw.cluster.is_some() {
-            let key = "cluster".to_string();
-            return Err(error(
-                find_key_line(text, &key),
-                Some(key),
-                "the server runs its pipelines itself; remove [cluster] (or run the pipeline with `sluice run`)".into(),
             ));
         }
         if raw.pipeline.state_dir.is_some() {
@@ -305,47 +286,8 @@ pub fn load_str_with(
     Ok(parsed)
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s).trim()
-}
-
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
-}
-
-/// `sink[0].enable_2pc` → `sink.enable_2pc`: the line already says which table it is.
-fn key_of(path: &serde_path_to_error::Path) -> Option<String> {
-    let parts: Vec<String> = path
-        .iter()
-        .filter_map(|seg| match seg {
-            serde_path_to_error::Segment::Map { key } => Some(key.clone()),
-            serde_path_to_error::Segment::Enum { variant } => Some(variant.clone()),
-            _ => None,
-        })
-        .collect();
-    if parts.is_empty() { None } else { Some(parts.join(".")) }
-}
-
-/// Serde's wording, turned around to say what is expected first.
-fn humane(message: &str) -> String {
-    if let Some(rest) = message.strip_prefix("invalid type: ")
-        && let Some((got, expected)) = rest.split_once(", expected ")
-    {
-        let expected = match expected {
-            "a boolean" => "true or false",
-            "u32" | "u64" | "i64" => "a whole number",
-            other => other,
-        };
-        let got = got.strip_prefix("string ").unwrap_or(got);
-        return format!("expected {expected}, got {got}");
-    }
-    if let Some(rest) = message.strip_prefix("unknown field ") {
-        return format!("unknown key {rest}");
-    }
-    if let Some(rest) = message.strip_prefix("missing field ") {
-        return format!("missing required key {rest}");
-    }
-    message.to_string()
 }
 
 /// The text of the table whose header starts at `start`: up to the next `[` header.
@@ -422,12 +364,6 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
         }
     }
     Ok(())
-}
-
-/// Whether MySQL-protocol reads have an address: `jdbc_url`, or the embedded doris-lite's query
-/// port, which `sluice run` and `sluice check` fill in.
-pub fn has_jdbc_url(doris: &DorisSection) -> bool {
-    doris.jdbc_url.is_some() || doris.fenodes.is_embedded()
 }
 
 fn validate_cluster(c: &super::model::ClusterSection, p: &PipelineFile) -> Result<(), (String, String)> {

@@ -2,15 +2,19 @@
 //! component registry, and building a runnable pipeline from a file.
 
 mod build;
+pub mod component;
 mod load;
 mod model;
+mod options;
 pub mod registry;
 mod units;
 
 pub use build::{
-    BuildContext, Confinement, Placement, Replay, prepare, prepare_clustered, prepare_in, prepare_replay, state_dir_of,
+    BuildContext, ClusterArgs, Confinement, Placement, Replay, cluster_settings, prepare, prepare_clustered,
+    prepare_in, prepare_replay, state_dir_of,
 };
-pub use load::{ConfigError, has_jdbc_url, load_file, load_str, load_str_with, read, read_connection};
+pub use component::{Checked, Reach, SinkConfig, SourceConfig, TransformConfig, doris_reach};
+pub use load::{ConfigError, load_file, load_str, load_str_with, read_connection};
 pub use model::*;
-pub use registry::{Checked, Reach, SinkConfig, SourceConfig, TransformConfig, doris_reach};
+pub use options::{EntryResult, read};
 pub use units::{ByteSize, Duration};

@@ -14,6 +14,7 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicr
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::Batch;
+pub use crate::error::{BatchRefused, RowRejected, refused_batch, rejected_row};
 
 /// Why a row could not be delivered, and where it was refused.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -59,48 +60,8 @@ pub struct DeadLetter {
     pub component: String,
 }
 
-/// The error a transform returns when its plugin rejected one row of a batch: with a
-/// dead-letter target the row is set aside and the rest of the batch goes on; without one the
-/// error stops the pipeline as any other.
-#[derive(Debug, thiserror::Error)]
-#[error("{text}")]
-pub struct RowRejected {
-    /// The plugin's name.
-    pub plugin: String,
-    /// The row of the input batch at fault.
-    pub row: usize,
-    /// The plugin's own message.
-    pub reason: String,
-    /// The whole message, as it reads without a dead-letter target.
-    pub text: String,
-}
-
-/// The error a sink returns for a batch whose table it may not or cannot write (not granted,
-/// not there): with a dead-letter target its rows are set aside, else the pipeline stops.
-#[derive(Debug, thiserror::Error)]
-#[error("{reason}")]
-pub struct BatchRefused {
-    pub reason: String,
-}
-
-impl BatchRefused {
-    pub fn error(reason: impl Into<String>) -> anyhow::Error {
-        BatchRefused { reason: reason.into() }.into()
-    }
-}
-
-/// The refusal of a whole batch, if `e` is one.
-pub fn refused_batch(e: &anyhow::Error) -> Option<&BatchRefused> {
-    e.chain().find_map(|c| c.downcast_ref::<BatchRefused>())
-}
-
 /// The name the worker gives the dead-letter target's batches.
 pub const TABLE: &str = "dead_letter";
-
-/// The rejection of a row within `rows` rows, if `e` is one.
-pub fn rejected_row(e: &anyhow::Error, rows: usize) -> Option<&RowRejected> {
-    e.chain().find_map(|c| c.downcast_ref::<RowRejected>()).filter(|r| r.row < rows)
-}
 
 /// Rows `offset..offset + len` of `batch`, row kinds with them.
 pub fn slice(batch: &Batch, offset: usize, len: usize) -> Batch {
@@ -111,7 +72,7 @@ pub fn slice(batch: &Batch, offset: usize, len: usize) -> Batch {
 
 /// Row `row` of `batch` as a JSON object (column name → value, nulls written out).
 pub fn row_json(batch: &Batch, row: usize) -> serde_json::Map<String, serde_json::Value> {
-    crate::sinks::file::json_objects(&batch.data.slice(row, 1))
+    super::json::json_objects(&batch.data.slice(row, 1))
         .ok()
         .and_then(|rows| rows.into_iter().next())
         .unwrap_or_default()
@@ -136,7 +97,7 @@ pub fn letter(table: &str, batch: &Batch, row: usize, refusal: Refusal, reason: 
 /// The columns dead letters are written with (to a Doris table or a file); `record` is the row
 /// as JSON. A Doris table made for them is keyed (DUPLICATE) by `time`.
 pub fn schema() -> SchemaRef {
-    let json = [(crate::sinks::file::EXTENSION_NAME.to_string(), crate::sinks::file::JSON_EXTENSION.to_string())];
+    let json = [(super::json::EXTENSION_NAME.to_string(), super::json::JSON_EXTENSION.to_string())];
     Arc::new(Schema::new(vec![
         Field::new("time", DataType::Timestamp(TimeUnit::Microsecond, None), false),
         Field::new("pipeline", DataType::Utf8, false),

@@ -15,6 +15,7 @@
 
 pub mod dead_letter;
 pub mod event;
+pub mod json;
 pub mod sink;
 pub mod source;
 pub mod spread;
@@ -30,18 +31,18 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use backon::BackoffBuilder;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+pub use crate::error::{Restartable, is_restartable};
 pub use event::{Alter, Event, SchemaChange, TableId};
 pub use sink::{Committer, Sink, SinkWriter, WriterContext};
 pub use source::{Position, Source, SourceReader, SplitEnumerator};
 pub use transform::{ConcurrentTransform, Transform, TransformInstance};
 
 use crate::metrics::{self, Stats};
-use crate::state::{CHECKPOINT_VERSION, Checkpoint, Store};
+use crate::state::{CHECKPOINT_VERSION, Checkpoint, CheckpointStore};
 use worker::{Ack, Trigger, Worker};
 
 /// Events that may wait between a source reader and its worker.
@@ -49,23 +50,6 @@ pub const CHANNEL_BATCHES: usize = 4;
 
 /// Restarts in a row when no sink says how many (`max_retries`).
 const DEFAULT_MAX_RESTARTS: u32 = 3;
-
-/// A failure that may pass after a restart from the last checkpoint: a server that did not
-/// answer, a stream that broke, a load that failed. Anything else stops the pipeline.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Restartable(pub String);
-
-impl Restartable {
-    pub fn error(message: impl Into<String>) -> anyhow::Error {
-        Restartable(message.into()).into()
-    }
-}
-
-/// Whether `e` may pass after a restart from the last checkpoint.
-pub fn is_restartable(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<Restartable>())
-}
 
 /// How `sluice run` behaves around the pipeline.
 #[derive(Debug, Clone, Default)]
@@ -99,6 +83,9 @@ pub struct RunReport {
     pub commit_retries: u64,
     /// Loads tried again under their label (reported by the sinks as `load_retries`).
     pub load_retries: u64,
+    /// Whether this process led the pipeline: false for a member of a `[cluster]` that only ran
+    /// the units another process's plans gave it.
+    pub led: bool,
 }
 
 /// A component and its name in the pipeline, which is also its key in the checkpoint.
@@ -118,7 +105,7 @@ pub struct Prepared {
     /// A checkpoint not acknowledged by every worker in this long fails (a restart follows).
     pub checkpoint_timeout: Duration,
     /// Where checkpoints and journals are kept: the state dir, or the cluster's store.
-    pub state: Arc<Store>,
+    pub state: Arc<dyn CheckpointStore>,
     pub source: Named<Arc<dyn Source>>,
     /// The source's implied transforms first, then the pipeline's.
     pub transforms: Vec<Named<Arc<dyn Transform>>>,
@@ -135,11 +122,20 @@ impl Prepared {
     }
 }
 
-/// Run the pipeline until its sources are exhausted or `stop` turns true (clustered: lead it,
-/// while [`spread::work`] runs this process's units). A restartable failure
-/// restarts it from its last checkpoint, up to the sinks' `max_retries` times in a row (a
-/// completed checkpoint resets the count).
+/// Run the pipeline until its sources are exhausted or `stop` turns true. In a `[cluster]`, this
+/// process runs the units the leader's plans give it, stands by to lead, and leads once it is
+/// elected (see [`spread`]).
 pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -> anyhow::Result<RunReport> {
+    match p.state.cluster() {
+        None => lead(p, opts, stop).await,
+        Some(c) => spread::member(p, c, opts, stop).await,
+    }
+}
+
+/// Run the pipeline (clustered: lead it, while [`spread::work`] runs this process's units). A
+/// restartable failure restarts it from its last checkpoint, up to the sinks' `max_retries` times
+/// in a row (a completed checkpoint resets the count).
+async fn lead(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -> anyhow::Result<RunReport> {
     let max_restarts = p.sinks.iter().filter_map(|s| s.component.max_restarts()).max().unwrap_or(DEFAULT_MAX_RESTARTS);
     let mut failures = 0u32;
     let policy = crate::retry::backoff(Duration::from_millis(500), max_restarts as usize);
@@ -148,18 +144,20 @@ pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -
     let mut placed = BTreeMap::new();
     loop {
         let started = p.stats.checkpoints.load(Ordering::Relaxed);
-        let attempt = match &*p.state {
-            Store::Dir(_) => run_once(p, opts, stop.clone()).await,
-            Store::Cluster(c) => spread::lead_once(p, c, opts, stop.clone(), &mut placed).await,
+        let attempt = match p.state.cluster() {
+            None => run_once(p, opts, stop.clone()).await,
+            Some(c) => spread::lead_once(p, c, opts, stop.clone(), &mut placed).await,
         };
         match attempt {
             Ok((checkpoint, finished)) => {
+                let loads = p.stats.loads();
                 return Ok(RunReport {
                     checkpoint,
                     finished,
                     restarts: p.stats.restarts.load(Ordering::Relaxed),
-                    commit_retries: p.stats.component_value("commit_retries"),
-                    load_retries: p.stats.component_value("load_retries"),
+                    commit_retries: loads.commit_retries,
+                    load_retries: loads.load_retries,
+                    led: true,
                 });
             }
             Err(e) if is_restartable(&e) => {
@@ -182,13 +180,6 @@ pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -
     }
 }
 
-/// Blocking state-dir work, off the async threads.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, crate::state::StateError> + Send + 'static,
-) -> anyhow::Result<T> {
-    Ok(tokio::task::spawn_blocking(f).await.context("a state dir task failed")??)
-}
-
 /// Commit checkpoint `cp` in every sink (at once); returns the transactions committed.
 async fn commit_sinks(p: &Prepared, cp: &Checkpoint) -> anyhow::Result<u64> {
     let commits = p.all_sinks().map(|s| async move {
@@ -202,40 +193,11 @@ async fn commit_sinks(p: &Prepared, cp: &Checkpoint) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-/// Record that `cp`'s transactions are all committed, so that recovery does not commit them again.
-async fn mark_committed(p: &Prepared, cp: &Checkpoint) -> anyhow::Result<()> {
-    match &*p.state {
-        Store::Dir(_) => {
-            let mut done = cp.clone();
-            done.committed = true;
-            let state = p.state.clone();
-            blocking(move || state.dir().expect("a state dir").write_checkpoint(&done)).await
-        }
-        Store::Cluster(c) => c.mark_committed(cp.id).await,
-    }
-}
-
 /// Commit the last checkpoint (again) and have each sink roll back what else it left open;
 /// returns this run's number and the checkpoint to resume from.
 async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
-    let (run, checkpoint) = match &*p.state {
-        Store::Dir(_) => {
-            let state = p.state.clone();
-            blocking(move || {
-                let dir = state.dir().expect("a state dir");
-                Ok((dir.next_run()?, dir.checkpoint()?))
-            })
-            .await?
-        }
-        Store::Cluster(c) => {
-            let run = c.next_run().await?;
-            let latest = c.latest().await?.map(|(mut cp, committed)| {
-                cp.committed = committed;
-                cp
-            });
-            (run, latest)
-        }
-    };
+    let run = p.state.next_run().await?;
+    let checkpoint = p.state.latest().await?;
     if let Some(cp) = &checkpoint
         && cp.pipeline != p.name
     {
@@ -250,7 +212,7 @@ async fn recover(p: &Prepared) -> anyhow::Result<(u64, Option<Checkpoint>)> {
         && !cp.committed
     {
         commit_sinks(p, cp).await?;
-        mark_committed(p, cp).await?;
+        p.state.mark_committed(cp).await?;
     }
     for s in p.all_sinks() {
         let committed = checkpoint.as_ref().and_then(|c| c.sinks.get(&s.name)).map(Vec::as_slice).unwrap_or_default();
@@ -399,11 +361,7 @@ async fn run_once(p: &Prepared, opts: &RunOptions, mut stop: watch::Receiver<boo
     loop {
         let all_exhausted = exhausted.iter().all(|e| *e);
         if pending.is_none() && (stopping || all_exhausted || tokio::time::Instant::now() >= next_checkpoint) {
-            // A cluster hands out checkpoint numbers (increasing, not always consecutive).
-            let id = match &*p.state {
-                Store::Dir(_) => completed + 1,
-                Store::Cluster(c) => c.next_checkpoint().await?,
-            };
+            let id = p.state.next_checkpoint(completed).await?;
             let last = stopping || all_exhausted;
             trigger_tx.send_replace(Trigger { id, last });
             pending = Some(PendingCheckpoint {
@@ -496,13 +454,7 @@ async fn complete_checkpoint(
     let cp = assemble_checkpoint(p, run, id, &acks, finished);
     // The commit point: the checkpoint durable (and, clustered, published under this leader's
     // epoch). Nothing is committed before it.
-    match &*p.state {
-        Store::Dir(_) => {
-            let (state, written) = (p.state.clone(), cp.clone());
-            blocking(move || state.dir().expect("a state dir").write_checkpoint(&written)).await?;
-        }
-        Store::Cluster(c) => c.publish(&cp, BTreeMap::new()).await?,
-    }
+    p.state.publish(&cp).await?;
     commit_checkpoint(p, &cp, Some(enumerator), started).await
 }
 
@@ -549,7 +501,7 @@ async fn commit_checkpoint(
     p.stats.timings.commit.observe(commit_started.elapsed().as_secs_f64());
     p.stats.txns_committed.fetch_add(committed, Ordering::Relaxed);
     if committed > 0 {
-        mark_committed(p, cp).await?;
+        p.state.mark_committed(cp).await?;
     }
     for s in p.all_sinks() {
         s.component.committer().on_checkpoint_complete(cp.id).await?;

@@ -1,14 +1,14 @@
 //! A pipeline spread over the processes of a `[cluster]` (the keys: `sluice_cluster::work`).
 //!
-//! Its units are the workers `w0`…`w{parallelism-1}`. Every process runs [`work`]: the units the
-//! leader's plan gives it, from the plan's checkpoint; at each barrier it writes each unit's
-//! state of the checkpoint to `state/N/<unit>` and acknowledges it in etcd. The process that
-//! leads also runs [`lead_once`] (through [`super::run`], which restarts it): it recovers from the
-//! latest published checkpoint, places the units on the live members (sticky), asks for
-//! checkpoints, and once every unit has acknowledged one, writes the pipeline's checkpoint and
-//! its manifest, publishes it (the commit point), commits the sinks' transactions and tells the
-//! members. A member lost or a unit failed: a new plan, every unit resuming from the latest
-//! published checkpoint. Units move only at checkpoint boundaries.
+//! Its units are the workers `w0`…`w{parallelism-1}`. Every process runs [`member`]: [`work`],
+//! the units the leader's plan gives it, from the plan's checkpoint (at each barrier it writes
+//! each unit's state of the checkpoint to `state/N/<unit>` and acknowledges it in etcd), while it
+//! stands by to lead. The process that leads also runs [`lead_once`] (through [`super::lead`],
+//! which restarts it): it recovers from the latest published checkpoint, places the units on the
+//! live members (sticky), asks for checkpoints, and once every unit has acknowledged one, writes
+//! the pipeline's checkpoint and its manifest, publishes it (the commit point), commits the
+//! sinks' transactions and tells the members. A member lost or a unit failed: a new plan, every
+//! unit resuming from the latest published checkpoint. Units move only at checkpoint boundaries.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::worker::{Ack, Trigger};
 use super::{
-    Prepared, Restartable, RunOptions, SplitEnumerator, Workers, assemble_checkpoint, checkpoint_timed_out,
+    Prepared, Restartable, RunOptions, RunReport, SplitEnumerator, Workers, assemble_checkpoint, checkpoint_timed_out,
     commit_checkpoint, is_restartable, notified, recover, restored_positions, start_workers,
 };
 use crate::metrics;
@@ -118,9 +118,68 @@ async fn report(c: &Clustered, generation: u64, e: &anyhow::Error) {
     }
 }
 
+/// This process as a member of the pipeline's cluster: it runs the units the leader's plans give
+/// it and stands by to lead; once elected it leads ([`super::lead`]) until the pipeline finishes
+/// or `stop` turns true. A member that never led returns when the pipeline finishes or `stop`
+/// turns true (`led` false). The lease lost (etcd did not hear from this process), it stops at
+/// once, deciding nothing more: another process leads.
+pub(super) async fn member(
+    p: &Prepared,
+    c: &Clustered,
+    opts: &RunOptions,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<RunReport> {
+    let member = c.member().id().to_string();
+    let lost_lease = || {
+        anyhow::anyhow!(
+            "member `{member}` lost its cluster lease (etcd did not hear from it for `lease_ttl`); it stops, and the process that leads next resumes from the last published checkpoint"
+        )
+    };
+    let standby = |finished: bool| RunReport {
+        checkpoint: 0,
+        finished,
+        restarts: 0,
+        commit_retries: 0,
+        load_retries: 0,
+        led: false,
+    };
+    let work = work(p, c);
+    tokio::pin!(work);
+    let mut lost = c.member().lost();
+    eprintln!("member `{member}` of pipeline `{}`: standing by to lead", p.name);
+    tokio::select! {
+        epoch = c.lead() => eprintln!("member `{member}` leads pipeline `{}` (epoch {})", p.name, epoch?),
+        finished = &mut work => {
+            finished?;
+            eprintln!("member `{member}`: pipeline `{}` finished", p.name);
+            c.leave().await;
+            return Ok(standby(true));
+        }
+        _ = async { stop.wait_for(|s| *s).await.is_ok() } => {
+            eprintln!("member `{member}` stopped while standing by");
+            c.leave().await;
+            return Ok(standby(false));
+        }
+        _ = async { lost.wait_for(|l| *l).await.is_ok() } => return Err(lost_lease()),
+    }
+    let lead = super::lead(p, opts, stop);
+    tokio::pin!(lead);
+    let mut working = true;
+    loop {
+        tokio::select! {
+            report = &mut lead => return report,
+            done = &mut work, if working => {
+                done?;
+                working = false;
+            }
+            _ = async { lost.wait_for(|l| *l).await.is_ok() } => return Err(lost_lease()),
+        }
+    }
+}
+
 /// This process's part of the pipeline: the units the leader's plans give it. Returns once the
 /// pipeline has finished.
-pub async fn work(p: &Prepared, c: &Clustered) -> anyhow::Result<()> {
+async fn work(p: &Prepared, c: &Clustered) -> anyhow::Result<()> {
     let me = c.member();
     let (mut plans, mut barriers, mut dones) = (me.plan_view(), me.barrier_view(), me.done_view());
     let mut units: Option<Units> = None;
@@ -227,7 +286,7 @@ async fn plan(
 }
 
 /// One run of the leader: recover, plan, and checkpoint until the pipeline finishes, `stop`
-/// turns true, or the plan breaks (a member lost, a unit failed: an error [`super::run`]
+/// turns true, or the plan breaks (a member lost, a unit failed: an error [`super::lead`]
 /// restarts from). `placed` is the last plan's placement, kept across restarts.
 pub(super) async fn lead_once(
     p: &Prepared,

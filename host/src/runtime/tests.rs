@@ -107,7 +107,7 @@ struct Seen {
     recovered: Mutex<Vec<usize>>,
     /// The state dir's checkpoint was durable at each commit.
     durable_at_commit: AtomicBool,
-    state: Mutex<Option<Arc<crate::state::Store>>>,
+    state: Mutex<Option<Arc<dyn crate::state::CheckpointStore>>>,
     rows_written: AtomicU64,
 }
 
@@ -192,7 +192,7 @@ impl Committer for MemorySink {
 
 fn prepared(dir: &std::path::Path, seen: &Arc<Seen>) -> Prepared {
     seen.state.lock().unwrap().take();
-    let state = Arc::new(crate::state::Store::Dir(crate::state::StateDir::open(dir).unwrap()));
+    let state: Arc<dyn crate::state::CheckpointStore> = Arc::new(crate::state::StateDir::open(dir).unwrap());
     *seen.state.lock().unwrap() = Some(state.clone());
     seen.durable_at_commit.store(true, Ordering::Relaxed);
     Prepared {
@@ -465,7 +465,7 @@ async fn a_schema_change_reaches_the_sink_in_order_and_makes_new_transform_insta
         parallelism: 1,
         checkpoint_interval: Duration::from_secs(10),
         checkpoint_timeout: Duration::from_secs(600),
-        state: Arc::new(crate::state::Store::Dir(crate::state::StateDir::open(dir.path()).unwrap())),
+        state: Arc::new(crate::state::StateDir::open(dir.path()).unwrap()),
         source: Named { name: "changing".into(), component: Arc::new(Changing) },
         transforms: vec![Named { name: "counting".into(), component: Arc::new(Counting(log.clone())) }],
         sinks: vec![Named { name: "recording".into(), component: Arc::new(Recording(log.clone())) }],

@@ -201,12 +201,13 @@ fn detail(m: &Managed) -> Value {
     d["checkpoints"] = json!(st.history());
     d["restarts"] = json!(g(&st.restarts));
     d["failures_in_a_row"] = json!(s.failures);
+    let loads = st.loads();
     d["loads"] = json!({
         "committed": g(&st.txns_committed),
-        "succeeded": st.component_value("totalFlushSucceededNumber"),
-        "failed": st.component_value("totalFlushFailedNumber"),
-        "filtered_rows": st.component_value("totalFlushFilteredRows"),
-        "loaded_rows": st.component_value("totalFlushLoadedRows"),
+        "succeeded": loads.succeeded,
+        "failed": loads.failed,
+        "filtered_rows": loads.filtered_rows,
+        "loaded_rows": loads.loaded_rows,
     });
     d
 }

@@ -105,6 +105,12 @@ pub struct TenantConfig {
     /// Where its pipelines that have no `[dead_letter]` of their own set aside the rows they
     /// cannot deliver: a Doris table it may write (created when missing).
     pub dead_letter: Option<TenantDeadLetter>,
+    /// Object stores its pipelines may keep a `[cluster]`'s checkpoints in, `s3://bucket/prefix`:
+    /// a clustered pipeline's `store` must be one of them or under one (default: none, so a
+    /// pipeline with `[cluster]` is refused). Its etcd keys are under `/sluice/<tenant>/<pipeline>`,
+    /// apart from other tenants' and from `sluice run`'s.
+    #[serde(default)]
+    pub clusters: Vec<String>,
 }
 
 /// `[tenants.<name>.dead_letter]`

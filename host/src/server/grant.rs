@@ -138,7 +138,25 @@ pub fn check(
             }
         }
     }
+    if let Some(c) = &p.cluster
+        && !tenant.clusters.iter().any(|granted| store_under(&c.store, granted))
+    {
+        let granted = if tenant.clusters.is_empty() { "none".to_string() } else { tenant.clusters.join(", ") };
+        refused.push(Refusal(format!(
+            "{}: [cluster] keeps its checkpoints in `{}`, which is not under a store granted to tenant `{name}` (its `clusters`: {granted})",
+            file.display(),
+            c.store
+        )));
+    }
     if refused.is_empty() { Ok(()) } else { Err(refused) }
+}
+
+/// Whether object store `store` is `granted` or under it (`s3://b/p` is under `s3://b`, not
+/// under `s3://b/pi`).
+fn store_under(store: &str, granted: &str) -> bool {
+    let granted = granted.trim_end_matches('/');
+    let store = store.trim_end_matches('/');
+    store == granted || store.strip_prefix(granted).is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// Limits a pipeline asks for beyond the tenant's (limits left at their defaults are lowered to
@@ -170,6 +188,15 @@ fn over_cap(asked: &PluginLimits, cap: &PluginLimits, tenant: &str) -> Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_store_is_granted_with_the_stores_under_it() {
+        assert!(store_under("s3://b/tenants/alpha", "s3://b/tenants/alpha"));
+        assert!(store_under("s3://b/tenants/alpha/p1", "s3://b/tenants/alpha/"));
+        assert!(!store_under("s3://b/tenants/alphabet", "s3://b/tenants/alpha"));
+        assert!(!store_under("s3://b/tenants", "s3://b/tenants/alpha"));
+        assert!(!store_under("file:///srv/x", "s3://b"));
+    }
 
     #[test]
     fn patterns_match_whole_names() {

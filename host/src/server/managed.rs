@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
 use crate::metrics::Stats;
-use crate::pipeline::{Confinement, Placement, load_str_with, prepare_in};
+use crate::pipeline::{ClusterArgs, Confinement, Placement, cluster_settings, load_str_with, prepare_in};
 use crate::runtime::{self, RunOptions};
+use crate::state::cluster::Clustered;
 
 use super::config::RestartPolicy;
 
@@ -271,16 +272,33 @@ impl Managed {
         if let Some(d) = &ctx.dead_letter {
             d.apply(&mut file)?;
         }
+        // A clustered pipeline: this server is a member of its cluster, its keys apart from other
+        // tenants' (the store was granted at the door).
+        let cluster = match cluster_settings(&self.shown_as, &file, ClusterArgs::default())? {
+            Some(mut settings) => {
+                settings.namespace = format!("/sluice/{}/{}", self.tenant, file.pipeline.name);
+                Some(Arc::new(Clustered::join(&settings).await?))
+            }
+            None => None,
+        };
         let placement = Placement {
-            cluster: None,
+            cluster: cluster.clone(),
             state_dir: self.dir.join("state"),
             base_dir: self.dir.clone(),
             confinement: Some(ctx.confinement.clone()),
         };
-        let prepared = prepare_in(&self.shown_as, file, placement, self.stats.clone()).await?;
-        self.set(|s| s.state = State::Running);
-        let opts = RunOptions { quiet: true, status_interval: None, checkpoint_now: Some(now) };
-        let report = runtime::run(&prepared, &opts, stop).await?;
+        let run = async {
+            let prepared = prepare_in(&self.shown_as, file, placement, self.stats.clone()).await?;
+            self.set(|s| s.state = State::Running);
+            let opts = RunOptions { quiet: true, status_interval: None, checkpoint_now: Some(now) };
+            runtime::run(&prepared, &opts, stop).await
+        };
+        let report = run.await;
+        if let Some(c) = cluster {
+            // Leave at once: another member leads without waiting for the lease to run out.
+            c.leave().await;
+        }
+        let report = report?;
         Ok(report.finished)
     }
 }

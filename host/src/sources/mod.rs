@@ -12,6 +12,65 @@ pub mod postgres;
 
 use serde::{Deserialize, Serialize};
 
+/// `scan.startup.mode` of a CDC source (Flink CDC's names): where it starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartupMode {
+    /// A snapshot of every table, then the log from the position taken before it.
+    Initial,
+    /// A snapshot of every table, and then the source is exhausted.
+    Snapshot,
+    /// Only the log, from now.
+    LatestOffset,
+    /// Only the log, from the oldest position the server keeps.
+    EarliestOffset,
+    /// Only the log, from a position given (`specific_offset`).
+    SpecificOffset,
+    /// Only the log, from a time given (`timestamp_millis`).
+    Timestamp,
+    /// No rows: the tables announced (so a sink creates them), whatever the startup mode. Set
+    /// by a source's `schema_only = true` (what `--create-table-only` runs), never by this key.
+    #[serde(skip)]
+    SchemaOnly,
+}
+
+impl StartupMode {
+    /// Its name in a pipeline file.
+    pub fn name(self) -> &'static str {
+        match self {
+            StartupMode::Initial => "initial",
+            StartupMode::Snapshot => "snapshot",
+            StartupMode::LatestOffset => "latest-offset",
+            StartupMode::EarliestOffset => "earliest-offset",
+            StartupMode::SpecificOffset => "specific-offset",
+            StartupMode::Timestamp => "timestamp",
+            StartupMode::SchemaOnly => "schema-only",
+        }
+    }
+
+    /// Only the log is read, no snapshot.
+    pub fn log_only(self) -> bool {
+        matches!(
+            self,
+            StartupMode::LatestOffset
+                | StartupMode::EarliestOffset
+                | StartupMode::SpecificOffset
+                | StartupMode::Timestamp
+        )
+    }
+
+    /// The mode a source with `schema_only` reads in.
+    pub fn unless_schema_only(self, schema_only: bool) -> StartupMode {
+        if schema_only { StartupMode::SchemaOnly } else { self }
+    }
+}
+
+impl std::fmt::Display for StartupMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The position of a reader that counts the rows it delivered.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct RowPosition {

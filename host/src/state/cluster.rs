@@ -14,7 +14,7 @@ use std::time::Duration;
 use sluice_cluster::{ClusterError, Coordinator, Leadership, Manifest, Member, StateStore};
 
 use super::{Checkpoint, StateError};
-use crate::runtime::Restartable;
+use crate::error::Restartable;
 
 /// The unit under which the whole pipeline's checkpoint is kept.
 const PIPELINE_UNIT: &str = "pipeline";
@@ -52,7 +52,7 @@ impl std::fmt::Debug for Clustered {
 /// restart; a lost leadership or damaged state stops the run.
 pub(crate) fn classify(e: ClusterError) -> anyhow::Error {
     match e {
-        ClusterError::Etcd { .. } | ClusterError::Store { .. } => Restartable::error(e.to_string()),
+        ClusterError::Etcd { .. } | ClusterError::Store { .. } => Restartable::caused_by(e),
         other => anyhow::Error::new(other),
     }
 }
@@ -161,6 +161,49 @@ impl Clustered {
     /// Record that checkpoint `id`'s transactions are all committed.
     pub async fn mark_committed(&self, id: u64) -> anyhow::Result<()> {
         self.coordinator()?.leadership.mark_committed(id).await.map_err(classify)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::CheckpointStore for Clustered {
+    fn describe(&self) -> String {
+        format!("cluster store {}", self.store.location())
+    }
+
+    fn pipeline_id(&self) -> Result<String, StateError> {
+        Ok(Clustered::pipeline_id(self))
+    }
+
+    fn journal(&self, name: &str) -> Result<super::Journal, StateError> {
+        super::Journal::remote(self.store.clone(), name)
+    }
+
+    async fn next_run(&self) -> anyhow::Result<u64> {
+        Clustered::next_run(self).await
+    }
+
+    async fn latest(&self) -> anyhow::Result<Option<Checkpoint>> {
+        Ok(Clustered::latest(self).await?.map(|(mut cp, committed)| {
+            cp.committed = committed;
+            cp
+        }))
+    }
+
+    /// The cluster hands out checkpoint numbers (the guarded counter).
+    async fn next_checkpoint(&self, _completed: u64) -> anyhow::Result<u64> {
+        Clustered::next_checkpoint(self).await
+    }
+
+    async fn publish(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+        Clustered::publish(self, cp, BTreeMap::new()).await
+    }
+
+    async fn mark_committed(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+        Clustered::mark_committed(self, cp.id).await
+    }
+
+    fn cluster(&self) -> Option<&Clustered> {
+        Some(self)
     }
 }
 

@@ -59,56 +59,109 @@ pub struct Checkpoint {
     pub committed: bool,
 }
 
-/// Where a pipeline keeps its checkpoints and journals.
-pub enum Store {
-    /// A state dir of this process's (`pipeline.state_dir`).
-    Dir(StateDir),
-    /// etcd and object storage, shared by the processes of a `[cluster]`.
-    Cluster(Arc<cluster::Clustered>),
-}
-
-impl Store {
-    /// The state dir, when the state is kept in one.
-    pub fn dir(&self) -> Option<&StateDir> {
-        match self {
-            Store::Dir(d) => Some(d),
-            Store::Cluster(_) => None,
-        }
-    }
-
+/// Where a pipeline keeps its checkpoints and journals, and how its runs and checkpoints are
+/// numbered: a state dir of this process's ([`StateDir`], `pipeline.state_dir`), or etcd and
+/// object storage shared by the processes of a `[cluster]` ([`cluster::Clustered`]). The runtime
+/// knows the two only through this.
+#[async_trait::async_trait]
+pub trait CheckpointStore: Send + Sync {
     /// Where the state is, for messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Store::Dir(d) => format!("state dir {}", d.path().display()),
-            Store::Cluster(c) => format!("cluster store {}", c.store().location()),
-        }
-    }
+    fn describe(&self) -> String;
 
     /// The pipeline's stable identity.
-    pub fn pipeline_id(&self) -> Result<String, StateError> {
-        match self {
-            Store::Dir(d) => d.pipeline_id(),
-            Store::Cluster(c) => Ok(c.pipeline_id()),
-        }
-    }
+    fn pipeline_id(&self) -> Result<String, StateError>;
 
     /// The journal named `name`.
-    pub fn journal(&self, name: &str) -> Result<Journal, StateError> {
-        match self {
-            Store::Dir(d) => d.journal(name),
-            Store::Cluster(c) => Journal::remote(c.store().clone(), name),
-        }
+    fn journal(&self, name: &str) -> Result<Journal, StateError>;
+
+    /// Count this start and return its number: labels carry it, so no two starts share one.
+    async fn next_run(&self) -> anyhow::Result<u64>;
+
+    /// The last completed checkpoint, if any, with `committed` set when its transactions are
+    /// known to be committed.
+    async fn latest(&self) -> anyhow::Result<Option<Checkpoint>>;
+
+    /// The number of the checkpoint that follows checkpoint `completed` (increasing, not always
+    /// consecutive).
+    async fn next_checkpoint(&self, completed: u64) -> anyhow::Result<u64>;
+
+    /// Make `cp` the last completed checkpoint, durably: the commit point. Its transactions may
+    /// be committed once this returns, never if it fails.
+    async fn publish(&self, cp: &Checkpoint) -> anyhow::Result<()>;
+
+    /// Record that `cp`'s transactions are all committed, so that recovery does not commit them
+    /// again.
+    async fn mark_committed(&self, cp: &Checkpoint) -> anyhow::Result<()>;
+
+    /// The state dir, when the state is kept in one.
+    fn dir(&self) -> Option<&StateDir> {
+        None
+    }
+
+    /// The cluster, when the pipeline is spread over one.
+    fn cluster(&self) -> Option<&cluster::Clustered> {
+        None
+    }
+}
+
+/// Blocking state-dir work, off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, StateError> + Send + 'static) -> anyhow::Result<T> {
+    use anyhow::Context;
+    Ok(tokio::task::spawn_blocking(f).await.context("a state dir task failed")??)
+}
+
+#[async_trait::async_trait]
+impl CheckpointStore for StateDir {
+    fn describe(&self) -> String {
+        format!("state dir {}", self.path.display())
+    }
+
+    fn pipeline_id(&self) -> Result<String, StateError> {
+        StateDir::pipeline_id(self)
+    }
+
+    fn journal(&self, name: &str) -> Result<Journal, StateError> {
+        StateDir::journal(self, name)
+    }
+
+    async fn next_run(&self) -> anyhow::Result<u64> {
+        let dir = self.clone();
+        blocking(move || StateDir::next_run(&dir)).await
+    }
+
+    async fn latest(&self) -> anyhow::Result<Option<Checkpoint>> {
+        let dir = self.clone();
+        blocking(move || dir.checkpoint()).await
+    }
+
+    async fn next_checkpoint(&self, completed: u64) -> anyhow::Result<u64> {
+        Ok(completed + 1)
+    }
+
+    async fn publish(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+        let (dir, cp) = (self.clone(), cp.clone());
+        blocking(move || dir.write_checkpoint(&cp)).await
+    }
+
+    async fn mark_committed(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+        let (dir, mut done) = (self.clone(), cp.clone());
+        done.committed = true;
+        blocking(move || dir.write_checkpoint(&done)).await
+    }
+
+    fn dir(&self) -> Option<&StateDir> {
+        Some(self)
     }
 }
 
 /// How long [`StateDir::open`] waits for a lock that is held.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// An open state dir, locked against a second process.
-#[derive(Debug)]
+/// An open state dir, locked against a second process (until its last clone is dropped).
+#[derive(Debug, Clone)]
 pub struct StateDir {
     path: PathBuf,
-    _lock: File,
+    _lock: Arc<File>,
 }
 
 impl StateDir {
@@ -127,7 +180,7 @@ impl StateDir {
         let deadline = std::time::Instant::now() + LOCK_WAIT;
         loop {
             match lock.try_lock() {
-                Ok(()) => return Ok(StateDir { path: path.to_path_buf(), _lock: lock }),
+                Ok(()) => return Ok(StateDir { path: path.to_path_buf(), _lock: Arc::new(lock) }),
                 Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(50))
                 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::runtime::dead_letter::RowRejected;
+use crate::error::RowRejected;
 
 /// Why loading or running a plugin failed.
 #[derive(Debug, thiserror::Error)]

@@ -11,11 +11,11 @@
 
 mod bindings;
 mod budget;
+pub mod build;
 mod cache;
 mod error;
 mod instance;
 mod limits;
-pub mod source;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -98,7 +98,7 @@ impl PluginRuntime {
         limits: PluginLimits,
         budget: Option<Arc<CpuBudget>>,
     ) -> Result<Plugin, PluginError> {
-        let file = source::resolve(path)?;
+        let file = build::resolve(path)?;
         let wasm = std::fs::read(&file).map_err(|source| PluginError::Io { path: file.clone(), source })?;
         if !wasm.starts_with(b"\0asm") {
             return Err(PluginError::NotAComponent { path: path.to_path_buf(), detail: "no `\\0asm` header".into() });

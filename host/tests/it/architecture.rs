@@ -158,3 +158,42 @@ async fn a_changelog_pipeline_survives_the_fe_going_away_for_3_seconds() {
     assert_eq!(prepared.stats.restarts.load(std::sync::atomic::Ordering::Relaxed), report.restarts);
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
+
+/// Where `source` (a file of `host/src/runtime/`) names a component module: the runtime knows
+/// components only by their traits, so a line naming `crate::sources`, `sinks`, `transforms` or
+/// `doris` (or importing one of them from `crate::{…}`) is a component reached around them.
+fn component_imports(source: &str) -> Vec<String> {
+    let path = regex::Regex::new(r"crate::(sources|sinks|transforms|doris)\b").unwrap();
+    let grouped = regex::Regex::new(r"(?s)use crate::\{[^}]*\b(sources|sinks|transforms|doris)\b").unwrap();
+    let mut found: Vec<String> = source
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//") && path.is_match(l))
+        .map(|(i, l)| format!("{}: {}", i + 1, l.trim()))
+        .collect();
+    found.extend(grouped.find_iter(source).map(|m| m.as_str().replace('\n', " ")));
+    found
+}
+
+#[test]
+fn the_runtime_imports_no_component() {
+    // The check itself finds what it looks for.
+    assert_eq!(component_imports("use crate::sinks::file::json_objects;\n").len(), 1);
+    assert_eq!(component_imports("use crate::{\n    metrics,\n    doris::DorisError,\n};\n").len(), 1);
+    assert!(component_imports("// crate::sinks in a comment\nuse crate::state::Journal;\n").is_empty());
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/runtime");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    let mut offending = Vec::new();
+    for file in files {
+        // The runtime's own tests build components to run.
+        if file.extension().is_none_or(|e| e != "rs") || file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        offending.extend(component_imports(&text).into_iter().map(|l| format!("{}:{l}", file.display())));
+    }
+    assert!(offending.is_empty(), "the runtime names components:\n{}", offending.join("\n"));
+}

@@ -77,7 +77,7 @@ fn built(lang: Lang, name: &str) -> PathBuf {
     static BUILDS: Mutex<()> = Mutex::new(());
     let _one = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = repo_root().join("plugins").join(lang.dir).join(name);
-    sluice::wasm::source::resolve(&dir).unwrap_or_else(|e| panic!("building {}: {e}", dir.display()))
+    sluice::wasm::build::resolve(&dir).unwrap_or_else(|e| panic!("building {}: {e}", dir.display()))
 }
 
 fn load(lang: Lang, name: &str, limits: PluginLimits) -> sluice::wasm::Plugin {

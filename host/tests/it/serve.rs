@@ -92,21 +92,31 @@ api_writes_per_minute = 2
 
 impl Serve {
     async fn start(doris: &Doris, dir: &Path) -> Serve {
+        Serve::start_with(dir, &server_toml(doris), &[]).await
+    }
+
+    /// A server of configuration `config`, with `env` besides the test's environment.
+    async fn start_with(dir: &Path, config: &str, env: &[(String, String)]) -> Serve {
         std::fs::create_dir_all(dir.join("plugins")).unwrap();
         std::fs::create_dir_all(dir.join("watched/alpha")).unwrap();
         for p in ["student-trans", "hostile", "route-even"] {
             let wasm = plugin_wasm(p);
             std::fs::copy(&wasm, dir.join("plugins").join(wasm.file_name().unwrap())).unwrap();
         }
-        std::fs::write(dir.join("server.toml"), server_toml(doris)).unwrap();
-        Serve::spawn(dir).await
+        std::fs::write(dir.join("server.toml"), config).unwrap();
+        Serve::spawn_with(dir, env).await
     }
 
     async fn spawn(dir: &Path) -> Serve {
+        Serve::spawn_with(dir, &[]).await
+    }
+
+    async fn spawn_with(dir: &Path, env: &[(String, String)]) -> Serve {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["serve", "--config"])
             .arg(dir.join("server.toml"))
             .env("SLUICE_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -686,6 +696,61 @@ async fn kill_9_of_the_server_resumes_every_pipeline_from_its_checkpoint() {
         );
     }
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    s.stop().await;
+}
+
+/// A pipeline with `[cluster]` under `sluice serve`: the server joins the pipeline's cluster
+/// (etcd; checkpoints in the S3 store granted to the tenant), leads it, and every row lands once,
+/// committed through checkpoints published in that store. A store not granted is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clustered_pipeline_runs_under_serve_with_its_checkpoints_in_the_tenants_store() {
+    use sluice_cluster::testing::{Etcd, S3};
+    let doris = Doris::start().await;
+    tables(&doris);
+    let etcd = Etcd::start(1);
+    let s3 = S3::start("serve-clusters");
+    let granted = s3.store_url("tenants/alpha");
+    let config = server_toml(&doris)
+        .replace("max_pipelines = 3\n", &format!("max_pipelines = 3\nclusters = [\"{granted}/\"]\n"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Serve::start_with(dir.path(), &config, &s3.env()).await;
+    const ROWS: u64 = 6000;
+    let cluster = |store: &str| {
+        format!(
+            "\n[cluster]\netcd = \"{}\"\nstore = \"{store}\"\nmember = \"serve-1\"\nlease_ttl = \"4s\"\n",
+            etcd.url()
+        )
+    };
+    let pipeline =
+        datagen("students", "alpha.students", ROWS, 6000, STUDENT_TRANS) + &cluster(&format!("{granted}/students"));
+
+    // Another tenant's store, or none granted: refused at the door.
+    let stolen = datagen("students", "beta.students", ROWS, 6000, "") + &cluster(&format!("{granted}/stolen"));
+    let (st, v) = s.submit(BETA, &stolen).await;
+    assert_eq!(st, 403, "{v}");
+    assert!(
+        refused(&v).contains(&format!(
+            "[cluster] keeps its checkpoints in `{granted}/stolen`, which is not under a store granted to tenant `beta` (its `clusters`: none)"
+        )),
+        "{v}"
+    );
+
+    assert_eq!(s.submit(ALPHA, &pipeline).await, (201, serde_json::json!({ "id": "alpha.students" })));
+    let done = s.until("alpha.students", ALPHA, 120, "finished", |v| v["state"] == "finished").await;
+    assert_eq!(done["rows_out"], ROWS, "{done:#}");
+    assert_eq!(
+        doris.sql(
+            "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM alpha.students WHERE name LIKE 'prefix_%'"
+        ),
+        [format!("{ROWS}\t{ROWS}\t1\t{ROWS}")]
+    );
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+    // The checkpoints are the cluster's, in the tenant's store; the log says who led.
+    sluice::doris::tls::install_provider();
+    let last = done["last_checkpoint"]["id"].as_u64().expect("a checkpoint");
+    let manifest = s3.store("tenants/alpha/students").manifest(last).await.unwrap();
+    assert!(manifest.is_some(), "checkpoint {last} has no manifest in {granted}/students");
+    assert!(s.log().contains("member `serve-1` leads pipeline `students`"), "{}", s.log());
     s.stop().await;
 }
 

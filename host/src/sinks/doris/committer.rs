@@ -68,7 +68,7 @@ impl DorisCommitter {
                 t.table,
                 t.label
             ),
-            Err(e) => Err(Restartable::error(e.to_string())),
+            Err(e) => Err(Restartable::caused_by(e)),
         }
     }
 
@@ -87,7 +87,7 @@ impl DorisCommitter {
             match self.client.abort_label(&entry.db, &entry.label).await {
                 Ok(TxnOutcome::Done) => aborted += 1,
                 Ok(TxnOutcome::AlreadyDone) => {}
-                Err(e) => return Err(Restartable::error(e.to_string())),
+                Err(e) => return Err(Restartable::caused_by(e)),
             }
         }
         Ok(aborted)

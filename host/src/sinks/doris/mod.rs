@@ -406,6 +406,20 @@ impl MetricSource for DorisSinkMetrics {
         });
         out
     }
+
+    fn loads(&self) -> Option<crate::metrics::LoadCounts> {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let l = &self.loads;
+        Some(crate::metrics::LoadCounts {
+            succeeded: g(&l.total_flush_succeeded_number),
+            failed: g(&l.total_flush_failed_number),
+            bytes: g(&l.total_flush_load_bytes),
+            loaded_rows: g(&l.total_flush_loaded_rows),
+            filtered_rows: g(&l.total_flush_filtered_rows),
+            load_retries: g(&l.load_retries),
+            commit_retries: g(&self.commit_retries),
+        })
+    }
 }
 
 #[async_trait]
@@ -583,7 +597,7 @@ impl SinkWriter for DorisSinkWriter {
             match client.query(on, &stmt).await {
                 Ok(_) => {}
                 // A change replayed after a crash may be in place already.
-                Err(e) if e.to_string().contains("Nothing is changed") => {}
+                Err(e) if e.is_nothing_changed() => {}
                 Err(e) if self.rules.behavior == schema::Behavior::TryEvolve => {
                     tracing::warn!("`{target}`: Doris refused `{stmt}`{ddl}: {e}; going on (try_evolve)")
                 }

@@ -52,7 +52,7 @@ fn retry(message: impl Into<String>) -> anyhow::Error {
 
 /// A Doris client error: restartable when Doris was unreachable or a load failed.
 pub fn from_doris(e: DorisError) -> anyhow::Error {
-    if e.is_transient() || matches!(e, DorisError::LoadFailed { .. }) { retry(e.to_string()) } else { e.into() }
+    if e.is_transient() || matches!(e, DorisError::LoadFailed { .. }) { Restartable::caused_by(e) } else { e.into() }
 }
 
 /// Batch-mode flush thresholds.
@@ -547,7 +547,7 @@ impl DorisWriter {
         if reply.is_success() {
             // Filtered although `max_filter_ratio` is 0: not Doris as documented; do not keep it.
             self.client.abort(&db, reply.txn_id).await.map_err(from_doris)?;
-        } else if !is_data_quality(&reply) {
+        } else if !reply.is_data_quality() {
             return Err(load_failure(&self.client, &db, &table, &reply).await);
         }
         let reason = match reply.error_url.as_deref().filter(|u| !u.is_empty()) {
@@ -1004,11 +1004,6 @@ enum Part {
     Refused { label: String, reason: String },
 }
 
-/// Whether Doris failed a load for its rows (`[DATA_QUALITY_ERROR]too many filtered rows`).
-fn is_data_quality(reply: &LoadResponse) -> bool {
-    reply.message.contains("too many filtered rows") || reply.message.contains("DATA_QUALITY")
-}
-
 /// The reason of an error log line (`Reason: <reason>. src line [<row>]; `, or in newer Doris
 /// `Error: <reason>. Row: <row>`).
 fn log_reason(line: &str) -> Option<&str> {
@@ -1098,7 +1093,7 @@ async fn load_failure(client: &FeClient, db: &str, table: &str, reply: &LoadResp
         _ => String::new(),
     };
     // Rows that Doris refuses are refused again on a retry.
-    let data_quality = is_data_quality(reply);
+    let data_quality = reply.is_data_quality();
     let e = DorisError::LoadFailed {
         table: format!("{db}.{table}"),
         label: reply.label.clone(),
@@ -1106,7 +1101,7 @@ async fn load_failure(client: &FeClient, db: &str, table: &str, reply: &LoadResp
         message: reply.message.clone(),
         errors,
     };
-    if data_quality { e.into() } else { retry(e.to_string()) }
+    if data_quality { e.into() } else { Restartable::caused_by(e) }
 }
 
 /// One batch-mode load with retries under the same label.

@@ -74,7 +74,7 @@ fn fields(d: &DorisSource) -> String {
 /// A Doris client error as the runtime should see it: one that a restart may mend (Doris
 /// unreachable, slow, or a stream that broke) is restartable.
 pub fn transient(e: DorisError) -> anyhow::Error {
-    if e.is_transient() { anyhow::Error::new(Restartable(e.to_string())) } else { e.into() }
+    if e.is_transient() { Restartable::caused_by(e) } else { e.into() }
 }
 
 #[async_trait]

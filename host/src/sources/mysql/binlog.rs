@@ -101,7 +101,7 @@ impl Follower {
         skip_before: Option<u32>,
     ) -> anyhow::Result<Follower> {
         use mysql_async::prelude::Queryable;
-        let mut conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        let mut conn = pool.get_conn().await.map_err(Restartable::caused_by)?;
         // One round trip: whether it is MariaDB (its GTIDs) and whether it checksums events.
         let (version, checksum): (String, Option<String>) = conn
             .query_first("SELECT VERSION(), @@GLOBAL.binlog_checksum")
@@ -127,11 +127,10 @@ impl Follower {
             request = request.with_filename(at.file.as_bytes()).with_pos(at.pos);
         }
         let stream = conn.get_binlog_stream(request).await.map_err(|e| {
-            let text = e.to_string();
-            if text.contains("Could not find first log file") || text.contains("1236") {
-                gone(at, &text)
+            if is_binlog_gone(&e) {
+                gone(at, &e.to_string())
             } else {
-                Restartable::error(format!("opening the binlog at {}: {text}", at.describe()))
+                Restartable::error(format!("opening the binlog at {}: {e}", at.describe()))
             }
         })?;
         let by_name = tables.iter().enumerate().map(|(i, t)| (key(&(t.db.clone(), t.name.clone())), i)).collect();
@@ -181,11 +180,10 @@ impl Follower {
                 return Err(Restartable::error("the MySQL server closed the binlog stream"));
             };
             let event = event.map_err(|e| {
-                let text = e.to_string();
-                if text.contains("Could not find first log file") || text.contains("1236") {
-                    gone(&self.opened, &text)
+                if is_binlog_gone(&e) {
+                    gone(&self.opened, &e.to_string())
                 } else {
-                    Restartable::error(format!("reading the binlog: {text}"))
+                    Restartable::error(format!("reading the binlog: {e}"))
                 }
             })?;
             let end = u64::from(event.header().log_pos());
@@ -439,6 +437,15 @@ pub(super) fn labels(column_type: &str) -> Vec<String> {
 
 /// The binlog the pipeline would read next is no longer on the server (purged): what is lost and
 /// what to do. Not worth a restart.
+/// `ER_SOURCE_FATAL_ERROR_READING_BINLOG`: the server cannot send the binlog asked for (purged,
+/// or a position it never wrote; "Could not find first log file name in binary log index file").
+const ER_SOURCE_FATAL_ERROR_READING_BINLOG: u16 = 1236;
+
+/// Whether the server said the binlog asked for is gone (by its error code).
+fn is_binlog_gone(e: &mysql_async::Error) -> bool {
+    matches!(e, mysql_async::Error::Server(s) if s.code == ER_SOURCE_FATAL_ERROR_READING_BINLOG)
+}
+
 fn gone(at: &BinlogPosition, text: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "the binlog at {} is gone from the server ({text}); the changes since then cannot be read: start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`",

@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
 use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
 use crate::sources::chunks::{Chunk, ChunkCursor, resume};
-use crate::sources::{is_zero, regex};
+use crate::sources::{StartupMode, is_zero, regex};
 use binlog::{BinlogPosition, Follower};
 use types::MysqlColumn;
 
@@ -94,7 +94,7 @@ pub struct MysqlStartup {
     /// or only the binlog: from now (`latest-offset`), from the oldest file the server keeps
     /// (`earliest-offset`), from `specific_offset` (`specific-offset`) or from
     /// `timestamp_millis` (`timestamp`).
-    pub mode: String,
+    pub mode: StartupMode,
     /// `scan.startup.specific-offset.*`: `file` and `pos`, or (MariaDB) `gtid_set`.
     pub specific_offset: Option<SpecificOffset>,
     /// `scan.startup.timestamp-millis`: changes written from this time (ms since the epoch).
@@ -109,8 +109,6 @@ pub struct SpecificOffset {
     pub pos: Option<u64>,
     pub gtid_set: Option<String>,
 }
-
-const MODES: [&str; 6] = ["initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"];
 
 impl MysqlSource {
     fn server<'f>(&self, file: &'f PipelineFile) -> Result<&'f DatabaseConnection, (String, String)> {
@@ -134,23 +132,21 @@ impl SourceConfig for MysqlSource {
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.server(file)?;
         let startup = &self.scan.startup;
-        if !MODES.contains(&startup.mode.as_str()) {
-            return Err((
-                "source.scan.startup.mode".into(),
-                format!("expected one of {}, got {:?}", MODES.map(|m| format!("\"{m}\"")).join(", "), startup.mode),
-            ));
-        }
-        match (startup.mode.as_str(), &startup.specific_offset, startup.timestamp_millis) {
-            ("specific-offset", Some(SpecificOffset { file: Some(_), pos: Some(_), gtid_set: None }), None) => {}
-            ("specific-offset", Some(SpecificOffset { file: None, pos: None, gtid_set: Some(_) }), None) => {}
-            ("specific-offset", ..) => {
+        match (startup.mode, &startup.specific_offset, startup.timestamp_millis) {
+            (
+                StartupMode::SpecificOffset,
+                Some(SpecificOffset { file: Some(_), pos: Some(_), gtid_set: None }),
+                None,
+            ) => {}
+            (StartupMode::SpecificOffset, Some(SpecificOffset { file: None, pos: None, gtid_set: Some(_) }), None) => {}
+            (StartupMode::SpecificOffset, ..) => {
                 return Err((
                     "source.scan.startup.specific_offset".into(),
                     "`specific-offset` needs `file` and `pos`, or `gtid_set`".into(),
                 ));
             }
-            ("timestamp", None, Some(t)) if t >= 0 => {}
-            ("timestamp", ..) => {
+            (StartupMode::Timestamp, None, Some(t)) if t >= 0 => {}
+            (StartupMode::Timestamp, ..) => {
                 return Err((
                     "source.scan.startup.timestamp_millis".into(),
                     "`timestamp` needs `timestamp_millis` (milliseconds since 1970-01-01 UTC), and nothing else".into(),
@@ -209,7 +205,7 @@ impl SourceConfig for MysqlSource {
             scope,
             tables: Arc::new(tables),
             chunk_size: self.chunk_size,
-            mode: if self.schema_only { "schema-only".into() } else { self.scan.startup.mode.clone() },
+            mode: self.scan.startup.mode.unless_schema_only(self.schema_only),
             startup: self.scan.startup.clone(),
             server_id: server.server_id.unwrap_or_else(|| 5400 + fastrand::u32(..1000)),
         }))
@@ -328,7 +324,7 @@ impl Table {
 
 async fn discover(pool: &mysql_async::Pool, scope: &Scope) -> anyhow::Result<Vec<Table>> {
     let db = scope.db.as_str();
-    let mut conn = pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+    let mut conn = pool.get_conn().await.map_err(Restartable::caused_by)?;
     let names: Vec<String> = conn
         .exec(
             "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
@@ -370,7 +366,7 @@ struct MysqlTables {
     tables: Arc<Vec<Table>>,
     chunk_size: u64,
     /// `scan.startup.mode` (or `schema-only`).
-    mode: String,
+    mode: StartupMode,
     startup: MysqlStartup,
     server_id: u32,
 }
@@ -382,7 +378,7 @@ impl Source for MysqlTables {
     }
 
     async fn enumerator(&self, restored: &[Option<serde_json::Value>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
-        let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        let mut conn = self.pool.get_conn().await.map_err(Restartable::caused_by)?;
         let positions = restored
             .iter()
             .map(|p| p.as_ref().map(|v| ChunkPosition::restore(Some(v), "mysql")).transpose())
@@ -390,21 +386,20 @@ impl Source for MysqlTables {
         let fresh = positions.iter().all(Option::is_none);
         // The binlog position is taken before the snapshot begins: every change after it is
         // replayed, none before it is missed.
-        let binlog_start = match (self.mode.as_str(), positions.first().cloned().flatten()) {
-            ("snapshot" | "schema-only", _) => None,
+        let binlog_start = match (self.mode, positions.first().cloned().flatten()) {
+            (StartupMode::Snapshot | StartupMode::SchemaOnly, _) => None,
             (_, Some(p)) if !fresh => p.binlog,
-            ("earliest-offset" | "timestamp", _) => Some(binlog::earliest(&mut conn).await?),
-            ("specific-offset", _) => {
+            (StartupMode::EarliestOffset | StartupMode::Timestamp, _) => Some(binlog::earliest(&mut conn).await?),
+            (StartupMode::SpecificOffset, _) => {
                 let o = self.startup.specific_offset.clone().context("specific_offset")?;
                 Some(BinlogPosition { file: o.file.unwrap_or_default(), pos: o.pos.unwrap_or(4), gtid: o.gtid_set })
             }
             _ => Some(binlog::current(&mut conn).await?),
         };
         // Only the binlog: no snapshot.
-        let binlog_only =
-            ["latest-offset", "earliest-offset", "specific-offset", "timestamp"].contains(&self.mode.as_str());
+        let binlog_only = self.mode.log_only();
         let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
-        let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
+        let gate = (self.mode == StartupMode::Initial && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
         // The chunk widths of a snapshot under way stay as it began.
         let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
         let mut chunks = Vec::new();
@@ -412,7 +407,7 @@ impl Source for MysqlTables {
             if binlog_only || snapshot_done {
                 break;
             }
-            if self.mode == "schema-only" {
+            if self.mode == StartupMode::SchemaOnly {
                 chunks.push(Chunk::whole(i));
                 continue;
             }
@@ -435,7 +430,7 @@ impl Source for MysqlTables {
             readers: restored.len(),
             steps,
             binlog_start,
-            schema_only: self.mode == "schema-only",
+            schema_only: self.mode == StartupMode::SchemaOnly,
             skip_before: self.startup.timestamp_millis.map(|t| (t / 1000).clamp(0, i64::from(u32::MAX)) as u32),
             server_id: self.server_id,
             gate,
@@ -627,9 +622,9 @@ impl SourceReader for ChunkReader {
             )));
         }
         let sql = self.page(t, &chunk);
-        let mut conn = self.pool.get_conn().await.map_err(|e| Restartable::error(e.to_string()))?;
+        let mut conn = self.pool.get_conn().await.map_err(Restartable::caused_by)?;
         // TIMESTAMP columns as UTC wall time, as the binlog carries them.
-        conn.query_drop("SET time_zone = '+00:00'").await.map_err(|e| Restartable::error(e.to_string()))?;
+        conn.query_drop("SET time_zone = '+00:00'").await.map_err(Restartable::caused_by)?;
         let rows: Vec<mysql_async::Row> =
             conn.query(&sql).await.map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
         let mut builder = BatchBuilder::new(t.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;

@@ -35,7 +35,7 @@ use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, Pip
 use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
 use crate::sources::chunks::{Chunk, ChunkCursor, resume};
 use crate::sources::mysql::types::BinaryHandling;
-use crate::sources::{is_zero, regex};
+use crate::sources::{StartupMode, is_zero, regex};
 use stream::Follower;
 use types::PgColumn;
 
@@ -113,10 +113,11 @@ pub struct PostgresScan {
 pub struct PostgresStartup {
     /// `initial` (the snapshot, then the slot), `snapshot` (read every table once and stop) or
     /// `latest-offset` (only the slot, from where it stands).
-    pub mode: String,
+    pub mode: StartupMode,
 }
 
-const MODES: [&str; 3] = ["initial", "snapshot", "latest-offset"];
+/// The startup modes a slot can serve.
+const MODES: [StartupMode; 3] = [StartupMode::Initial, StartupMode::Snapshot, StartupMode::LatestOffset];
 
 /// A name as a PostgreSQL identifier.
 fn ident(name: &str) -> String {
@@ -153,11 +154,11 @@ impl SourceConfig for PostgresSource {
 
     fn validate(&self, file: &PipelineFile) -> Checked {
         self.server(file)?;
-        let mode = &self.scan.startup.mode;
-        if !MODES.contains(&mode.as_str()) {
+        let mode = self.scan.startup.mode;
+        if !MODES.contains(&mode) {
             return Err((
                 "source.scan.startup.mode".into(),
-                format!("expected one of {}, got {mode:?}", MODES.map(|m| format!("\"{m}\"")).join(", ")),
+                format!("expected one of {}, got \"{mode}\"", MODES.map(|m| format!("\"{m}\"")).join(", ")),
             ));
         }
         if self.decoding_plugin != "pgoutput" {
@@ -205,8 +206,8 @@ impl SourceConfig for PostgresSource {
         let scope =
             Arc::new(Scope { schema: self.schema.clone(), include, exclude, binary: self.binary_handling, zone });
         let control = server.connect().await?;
-        let mode = if self.schema_only { "schema-only".to_string() } else { self.scan.startup.mode.clone() };
-        let streams = mode == "initial" || mode == "latest-offset";
+        let mode = self.scan.startup.mode.unless_schema_only(self.schema_only);
+        let streams = mode == StartupMode::Initial || mode == StartupMode::LatestOffset;
         if streams {
             let level = query(&control, "SHOW wal_level").await?;
             let level = level.first().and_then(|r| r[0].clone()).unwrap_or_default();
@@ -539,7 +540,7 @@ struct PostgresTables {
     tables: Arc<Vec<Table>>,
     chunk_size: u64,
     /// `scan.startup.mode` (or `schema-only`).
-    mode: String,
+    mode: StartupMode,
     slot: String,
     publication: String,
 }
@@ -593,7 +594,7 @@ impl Source for PostgresTables {
             .map(|p| p.as_ref().map(|v| SnapshotPosition::restore(Some(v), "postgres")).transpose())
             .collect::<anyhow::Result<Vec<_>>>()?;
         let fresh = positions.iter().all(Option::is_none);
-        let streams = self.mode == "initial" || self.mode == "latest-offset";
+        let streams = self.mode == StartupMode::Initial || self.mode == StartupMode::LatestOffset;
         let mut snapshot = None;
         let mut exported = None;
         if streams {
@@ -620,14 +621,14 @@ impl Source for PostgresTables {
                     );
                 }
                 Some(_) => {
-                    if fresh && self.mode == "initial" {
+                    if fresh && self.mode == StartupMode::Initial {
                         tracing::warn!(
                             "replication slot `{}` exists: the snapshot is read as the tables are now, and the slot's changes since its confirmed position are replayed after it",
                             self.slot
                         );
                     }
                 }
-                None if self.mode == "initial" && fresh => {
+                None if self.mode == StartupMode::Initial && fresh => {
                     // The session that creates the slot exports its snapshot, valid while it is idle.
                     let config = self.server.replication(&self.slot, &self.publication, 0);
                     let mut session = pgwire_replication::ReplicationClient::connect_gated(config)
@@ -660,10 +661,10 @@ impl Source for PostgresTables {
         let mut chunks = Vec::new();
         // The chunk widths of a snapshot under way stay as it began.
         let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
-        if self.mode != "latest-offset" && !snapshot_done {
+        if self.mode != StartupMode::LatestOffset && !snapshot_done {
             let control = self.server.connect().await?;
             for (i, t) in self.tables.iter().enumerate() {
-                let Some(key) = t.integer_key().filter(|_| self.mode != "schema-only") else {
+                let Some(key) = t.integer_key().filter(|_| self.mode != StartupMode::SchemaOnly) else {
                     chunks.push(Chunk::whole(i));
                     continue;
                 };
@@ -676,7 +677,7 @@ impl Source for PostgresTables {
                 chunks.extend(Chunk::split(i, bounds, step));
             }
         }
-        let gate = (self.mode == "initial" && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
+        let gate = (self.mode == StartupMode::Initial && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
         Ok(Box::new(Chunks {
             server: self.server.clone(),
             scope: self.scope.clone(),
@@ -685,7 +686,7 @@ impl Source for PostgresTables {
             readers: restored.len(),
             steps,
             snapshot,
-            schema_only: self.mode == "schema-only",
+            schema_only: self.mode == StartupMode::SchemaOnly,
             streams,
             slot: self.slot.clone(),
             publication: self.publication.clone(),
