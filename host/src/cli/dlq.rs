@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::pipeline::{Entry, PipelineFile, Placement, Replay, SinkConfig, load_file, prepare_replay, state_dir_of};
+use crate::pipeline::{
+    Entry, LetterStore, PipelineFile, Placement, Replay, SinkConfig, load_file, prepare_replay, state_dir_of,
+};
 use crate::runtime::{Named, RunOptions};
-use crate::sinks::doris::DorisSink;
-use crate::sinks::file::FileSink;
 use crate::sources::letters::{Letter, LetterSource, Replayed, field_text, key_of};
 use crate::state::{StateDir, StateError, read_checkpoint};
 
@@ -48,7 +48,8 @@ pub fn show(file: PathBuf, limit: Option<usize>, json: bool) -> anyhow::Result<(
     let mut pipeline = load_file(&file)?;
     let replayed = History::of(&state_dir_of(&file, &pipeline))?.replayed;
     let letters = tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
-        let in_doris = pipeline.dead_letter.as_ref().is_some_and(|d| d.config.as_any().is::<DorisSink>());
+        let store = pipeline.dead_letter.as_ref().and_then(|d| d.config.letter_store());
+        let in_doris = matches!(store, Some(LetterStore::Doris { .. }));
         let embedded = if in_doris { super::run::connect(&file, &mut pipeline).await? } else { None };
         let letters = read_letters(&file, &pipeline, limit).await;
         if let Some(h) = embedded {
@@ -99,8 +100,9 @@ async fn read_letters(
         format!("{}: the pipeline has no [dead_letter] section, so it sets no rows aside", file.display())
     })?;
     let limit = limit.unwrap_or(usize::MAX);
-    if let Some(f) = entry.config.as_any().downcast_ref::<FileSink>() {
-        let path = file.parent().map(Path::to_path_buf).unwrap_or_default().join(&f.path);
+    let store = entry.config.letter_store();
+    if let Some(LetterStore::File(letters)) = store {
+        let path = file.parent().map(Path::to_path_buf).unwrap_or_default().join(letters);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -115,10 +117,12 @@ async fn read_letters(
             })
             .collect();
     }
-    let d = entry.config.as_any().downcast_ref::<DorisSink>().context("a [dead_letter] is a file or a Doris table")?;
-    let target = d.table.clone().context("dead_letter.table: set the `db.table` of the dead letters")?;
+    let Some(LetterStore::Doris { table, connection }) = store else {
+        anyhow::bail!("a [dead_letter] is a file or a Doris table");
+    };
+    let target = table.context("dead_letter.table: set the `db.table` of the dead letters")?;
     let (db, table) = target.split_once('.').context("dead_letter.table: expected `db.table`")?;
-    let (name, section) = pipeline.doris(d.connection.as_deref()).map_err(|e| anyhow::anyhow!(e))?;
+    let (name, section) = pipeline.doris(connection).map_err(|e| anyhow::anyhow!(e))?;
     let conn = crate::doris::DorisConnection::open(name, section).await?;
     let quote = crate::doris::scan::quote;
     let limit = if limit == usize::MAX { String::new() } else { format!(" LIMIT {limit}") };
@@ -349,12 +353,9 @@ fn rounds(dir: &Path) -> anyhow::Result<Vec<u64>> {
     }
 }
 
-/// A Doris sink with its own `label_prefix` gets labels a replay's alone: the prefix and the
-/// replay's id (without one, the default prefix is the replay's already).
+/// A sink with labels of its own gets labels a replay's alone ([`SinkConfig::relabeled`]).
 fn own_labels(entry: &mut Entry<dyn SinkConfig>, id: &str) {
-    let Some(d) = entry.config.as_any().downcast_ref::<DorisSink>() else { return };
-    let Some(prefix) = &d.label_prefix else { return };
-    let mut d = d.clone();
-    d.label_prefix = Some(format!("{prefix}_replay_{id}"));
-    entry.config = Arc::new(d);
+    if let Some(config) = entry.config.relabeled(id) {
+        entry.config = config;
+    }
 }

@@ -14,7 +14,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::header::{AUTHORIZATION, EXPECT, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use serde::Deserialize;
 
-use super::{DorisError, TxnState};
+use super::{DorisError, Label, TxnId, TxnState};
 
 /// Username and password. The password is never printed.
 #[derive(Clone)]
@@ -65,8 +65,8 @@ pub enum LoadStatus {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct LoadResponse {
-    pub txn_id: i64,
-    pub label: String,
+    pub txn_id: TxnId,
+    pub label: Label,
     pub status: String,
     #[serde(default)]
     pub existing_job_status: Option<String>,
@@ -137,9 +137,9 @@ impl LoadResponse {
     }
 
     /// The transaction a reused label belongs to (`… relate to txn [N]`).
-    pub fn existing_txn_id(&self) -> Option<i64> {
+    pub fn existing_txn_id(&self) -> Option<TxnId> {
         let rest = &self.message[self.message.find("relate to txn [")? + "relate to txn [".len()..];
-        rest[..rest.find(']')?].parse().ok()
+        rest[..rest.find(']')?].parse().ok().map(TxnId)
     }
 }
 
@@ -571,12 +571,12 @@ impl FeClient {
     }
 
     /// Commit a pre-committed transaction. "Already visible" counts as done.
-    pub async fn commit(&self, db: &str, txn_id: i64) -> Result<TxnOutcome, DorisError> {
+    pub async fn commit(&self, db: &str, txn_id: TxnId) -> Result<TxnOutcome, DorisError> {
         self.txn(db, txn_id, "commit").await
     }
 
     /// Abort a pre-committed transaction. "Already aborted" and "not found" count as done.
-    pub async fn abort(&self, db: &str, txn_id: i64) -> Result<TxnOutcome, DorisError> {
+    pub async fn abort(&self, db: &str, txn_id: TxnId) -> Result<TxnOutcome, DorisError> {
         self.txn(db, txn_id, "abort").await
     }
 
@@ -605,7 +605,7 @@ impl FeClient {
         })
     }
 
-    async fn txn(&self, db: &str, txn_id: i64, operation: &'static str) -> Result<TxnOutcome, DorisError> {
+    async fn txn(&self, db: &str, txn_id: TxnId, operation: &'static str) -> Result<TxnOutcome, DorisError> {
         let put = |url: &str| {
             self.http
                 .put(url)
@@ -632,7 +632,7 @@ impl FeClient {
             let text = resp.text().await.map_err(|e| connect_error(&target, e, self.read_timeout))?;
             let reply: TxnReply = serde_json::from_str(&text)
                 .map_err(|e| DorisError::Protocol { url: target.clone(), detail: format!("{e}: {text}") })?;
-            return classify_txn(db, txn_id, operation, reply);
+            return classify_txn(db, txn_id.0, operation, reply);
         }
         Err(DorisError::Protocol { url, detail: "too many redirects".into() })
     }

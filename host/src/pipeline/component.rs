@@ -77,7 +77,20 @@ pub trait TransformConfig: Debug + Send + Sync + AsAny {
     fn reach(&self, _file: &PipelineFile) -> Result<Reach, String> {
         unknown_reach()
     }
+    /// The sandbox limits a plugin asks for (none: the transform runs no plugin).
+    fn plugin_limits(&self) -> Option<&crate::wasm::PluginLimits> {
+        None
+    }
     async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Transform>>;
+}
+
+/// Where a sink used as the `[dead_letter]` keeps the letters, for `sluice dlq` to read them back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LetterStore<'a> {
+    /// A file of JSON lines, relative to the pipeline file.
+    File(&'a std::path::Path),
+    /// A Doris table (`db.table`, when named) through a connection (none: the default one).
+    Doris { table: Option<&'a str>, connection: Option<&'a str> },
 }
 
 /// A `[[sink]]` entry.
@@ -89,6 +102,14 @@ pub trait SinkConfig: Debug + Send + Sync + AsAny {
     }
     fn reach(&self, _file: &PipelineFile) -> Result<Reach, String> {
         unknown_reach()
+    }
+    /// Where it keeps what it writes when it is the `[dead_letter]` (none: it cannot be read back).
+    fn letter_store(&self) -> Option<LetterStore<'_>> {
+        None
+    }
+    /// The same sink with labels of its own for replay `id` (none: its labels need no change).
+    fn relabeled(&self, _id: &str) -> Option<Arc<dyn SinkConfig>> {
+        None
     }
     /// `name` is the sink's name in the pipeline (and the key of its state).
     async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>>;
@@ -120,23 +141,23 @@ pub(super) const fn sink<T: SinkConfig + DeserializeOwned + 'static>(name: &'sta
 }
 
 /// The `name = "…"` of any entry.
-pub trait Named {
+pub trait GivenName {
     fn given_name(&self) -> Option<&str>;
 }
 
-impl Named for dyn SourceConfig {
+impl GivenName for dyn SourceConfig {
     fn given_name(&self) -> Option<&str> {
         self.name()
     }
 }
 
-impl Named for dyn TransformConfig {
+impl GivenName for dyn TransformConfig {
     fn given_name(&self) -> Option<&str> {
         self.name()
     }
 }
 
-impl Named for dyn SinkConfig {
+impl GivenName for dyn SinkConfig {
     fn given_name(&self) -> Option<&str> {
         self.name()
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::component::{Kind, Named};
+use super::component::{GivenName, Kind};
 use super::model::{Connection, DEFAULT_DORIS, DorisSection, Entry, PipelineFile, PipelineSection};
 use super::options::{EntryResult, first_line, humane, key_of};
 use super::registry::{SINKS, SOURCES, TRANSFORMS};
@@ -59,7 +59,7 @@ fn take_type<'t>(
 type Located<T> = (Entry<T>, std::ops::Range<usize>);
 
 /// Read each table of an array by its `type` key, and name each entry.
-fn typed_entries<T: ?Sized + Named>(
+fn typed_entries<T: ?Sized + GivenName>(
     entries: &[Spanned<toml::Table>],
     section: &str,
     kinds: &[Kind<T>],

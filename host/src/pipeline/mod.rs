@@ -13,7 +13,7 @@ pub use build::{
     BuildContext, ClusterArgs, Confinement, Placement, Replay, cluster_settings, prepare, prepare_clustered,
     prepare_in, prepare_replay, state_dir_of,
 };
-pub use component::{Checked, Reach, SinkConfig, SourceConfig, TransformConfig, doris_reach};
+pub use component::{Checked, LetterStore, Reach, SinkConfig, SourceConfig, TransformConfig, doris_reach};
 pub use load::{ConfigError, load_file, load_str, load_str_with, read_connection};
 pub use model::*;
 pub use options::{EntryResult, read};

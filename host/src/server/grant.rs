@@ -60,7 +60,7 @@ impl Tables {
 
 /// What a grant refuses: the entry (`file:line: section`) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub String);
+pub struct Denial(pub String);
 
 /// Check every entry of `p` against tenant `name`'s grants; `file` names the pipeline in the
 /// messages, `plugin_dirs` are where its plugins may come from.
@@ -70,7 +70,7 @@ pub fn check(
     p: &PipelineFile,
     file: &Path,
     plugin_dirs: &[PathBuf],
-) -> Result<(), Vec<Refusal>> {
+) -> Result<(), Vec<Denial>> {
     let tables = Tables::of(tenant);
     let cap = tenant.plugin_limits();
     let mut refused = Vec::new();
@@ -81,10 +81,10 @@ pub fn check(
     }
     for e in &p.transform {
         entries.push(("transform", e.kind, e.line, e.config.reach(p)));
-        if let Some(w) = e.config.as_any().downcast_ref::<crate::transforms::wasm::WasmTransform>()
-            && let Some(why) = over_cap(&w.limits, &cap, name)
+        if let Some(limits) = e.config.plugin_limits()
+            && let Some(why) = over_cap(limits, &cap, name)
         {
-            refused.push(Refusal(format!("{}: {why}", at("transform", e.kind, e.line))));
+            refused.push(Denial(format!("{}: {why}", at("transform", e.kind, e.line))));
         }
     }
     for e in &p.sink {
@@ -98,39 +98,39 @@ pub fn check(
         let reach = match reach {
             Ok(r) => r,
             Err(why) => {
-                refused.push(Refusal(format!("{at}: {why}")));
+                refused.push(Denial(format!("{at}: {why}")));
                 continue;
             }
         };
         for c in &reach.connections {
             if !tenant.connections.contains(c) {
-                refused.push(Refusal(format!("{at}: connection `{c}` is not granted to tenant `{name}`")));
+                refused.push(Denial(format!("{at}: connection `{c}` is not granted to tenant `{name}`")));
             }
         }
         for t in &reach.reads {
             if !tables.may_read(t) {
-                refused.push(Refusal(format!("{at}: tenant `{name}` may not read `{t}`")));
+                refused.push(Denial(format!("{at}: tenant `{name}` may not read `{t}`")));
             }
         }
         for t in &reach.writes {
             if !tables.may_write(t) {
-                refused.push(Refusal(format!("{at}: tenant `{name}` may not write `{t}`")));
+                refused.push(Denial(format!("{at}: tenant `{name}` may not write `{t}`")));
             }
         }
         for f in &reach.files {
             let verb = if section == "source" { "reads" } else { "writes" };
-            refused.push(Refusal(format!(
+            refused.push(Denial(format!(
                 "{at}: {verb} the server's file {f:?}; tenants read and write only through the connections they are granted"
             )));
         }
         for plugin in &reach.plugins {
             let bare = plugin.components().count() == 1 && plugin.extension().is_some_and(|e| e == "wasm");
             if !bare {
-                refused.push(Refusal(format!(
+                refused.push(Denial(format!(
                     "{at}: plugin {plugin:?}: name a prebuilt `.wasm` component by its file name (upload it with `PUT /api/v1/plugins/<name>.wasm`)"
                 )));
             } else if !plugin_dirs.iter().any(|d| d.join(plugin).is_file()) {
-                refused.push(Refusal(format!(
+                refused.push(Denial(format!(
                     "{at}: there is no plugin `{}`; upload it with `PUT /api/v1/plugins/{}`",
                     plugin.display(),
                     plugin.display()
@@ -142,7 +142,7 @@ pub fn check(
         && !tenant.clusters.iter().any(|granted| store_under(&c.store, granted))
     {
         let granted = if tenant.clusters.is_empty() { "none".to_string() } else { tenant.clusters.join(", ") };
-        refused.push(Refusal(format!(
+        refused.push(Denial(format!(
             "{}: [cluster] keeps its checkpoints in `{}`, which is not under a store granted to tenant `{name}` (its `clusters`: {granted})",
             file.display(),
             c.store

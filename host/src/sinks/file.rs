@@ -47,6 +47,10 @@ impl SinkConfig for FileSink {
         Ok(crate::pipeline::Reach { files: vec![self.path.clone()], ..Default::default() })
     }
 
+    fn letter_store(&self) -> Option<crate::pipeline::LetterStore<'_>> {
+        Some(crate::pipeline::LetterStore::File(&self.path))
+    }
+
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Sink>> {
         let path = ctx.base_dir.join(&self.path);
         Ok(Arc::new(JsonLines::open(path, &ctx.pipeline_id)?))

@@ -1,7 +1,7 @@
 //! The sources: one module per `type`, each owning its options, their checks and its split
 //! enumerator and readers (see [`crate::runtime::source`]).
 
-mod chunks;
+pub(crate) mod cdc;
 pub mod datagen;
 pub mod doris;
 pub mod file;

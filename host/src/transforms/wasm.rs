@@ -54,6 +54,10 @@ impl TransformConfig for WasmTransform {
         Ok(crate::pipeline::Reach { plugins: vec![self.plugin.clone()], ..Default::default() })
     }
 
+    fn plugin_limits(&self) -> Option<&crate::wasm::PluginLimits> {
+        Some(&self.limits)
+    }
+
     fn validate(&self, _file: &PipelineFile) -> Checked {
         if self.plugin.as_os_str().is_empty() {
             return Err((
@@ -171,7 +175,7 @@ impl Transform for Wasm {
 }
 
 /// A worker's instance of a plugin; it runs on the worker's thread.
-struct WasmInstance(crate::wasm::TransformInstance, Gate);
+struct WasmInstance(crate::wasm::PluginTransform, Gate);
 
 #[async_trait]
 impl TransformInstance for WasmInstance {

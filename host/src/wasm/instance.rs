@@ -484,9 +484,9 @@ impl<B: World> Live<B> {
 
 /// A transform plugin instance: owned by one worker, reused for every batch (replaced by a fresh
 /// one with the same config when its memory wears out, see `Instance::worn`).
-pub struct TransformInstance(Live<TransformBindings>);
+pub struct PluginTransform(Live<TransformBindings>);
 
-impl TransformInstance {
+impl PluginTransform {
     pub(crate) fn new(plugin: &Plugin, config: &[(String, String)], input: &Schema) -> Result<Self, PluginError> {
         Live::new(plugin, config, input).map(Self)
     }

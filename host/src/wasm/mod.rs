@@ -27,7 +27,7 @@ use wasmtime::{Config, Engine};
 pub use budget::{CpuBudget, PerMinute};
 pub use cache::{CacheOutcome, ComponentCache};
 pub use error::PluginError;
-pub use instance::{DecoderInstance, PluginInfo, TransformInstance};
+pub use instance::{DecoderInstance, PluginInfo, PluginTransform};
 pub use limits::PluginLimits;
 
 use instance::StoreState;
@@ -261,9 +261,9 @@ impl Plugin {
         &self,
         config: &[(String, String)],
         input: &arrow::datatypes::Schema,
-    ) -> Result<TransformInstance, PluginError> {
+    ) -> Result<PluginTransform, PluginError> {
         self.expect(PluginKind::Transform)?;
-        TransformInstance::new(self, config, input)
+        PluginTransform::new(self, config, input)
     }
 
     /// A new decoder instance, initialised with `config` and the schema declared in the pipeline.

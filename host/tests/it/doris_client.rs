@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use sluice::doris::scan::FlightReader;
-use sluice::doris::{Credentials, DorisError, ERR_INCR_WINDOW_NOT_READY, FeClient, LoadStatus, TxnOutcome, TxnState};
+use sluice::doris::{
+    Credentials, DorisError, ERR_INCR_WINDOW_NOT_READY, FeClient, LoadStatus, TxnId, TxnOutcome, TxnState,
+};
 
 use crate::common::Doris;
 
@@ -71,7 +73,7 @@ async fn a_dead_first_fe_is_skipped_for_loads_commits_and_queries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_no_fe_answers_the_error_names_each_and_what_it_said() {
     let (a, b) = (closed_port(), closed_port());
-    let err = client(vec![a.clone(), b.clone()]).commit("test", 42).await.unwrap_err();
+    let err = client(vec![a.clone(), b.clone()]).commit("test", TxnId(42)).await.unwrap_err();
     assert!(matches!(err, DorisError::Connect { .. }), "{err:?}");
     let text = err.to_string();
     for fe in [&a, &b] {
@@ -142,7 +144,7 @@ async fn a_commit_of_an_aborted_transaction_says_so_in_its_type() {
     assert!(err.is_txn_gone(), "{err:?}");
     assert_eq!(err.txn_state(), Some(TxnState::Aborted));
     assert!(matches!(&err, DorisError::Txn { status, .. } if status == "ANALYSIS_ERROR"), "{err:?}");
-    let err = client.commit("test", 987_654).await.unwrap_err();
+    let err = client.commit("test", TxnId(987_654)).await.unwrap_err();
     assert_eq!(err.txn_state(), Some(TxnState::NotFound), "{err:?}");
     assert!(err.is_txn_gone());
     doris.handle.unwrap().stop().await;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::doris::{FeClient, TxnOutcome};
+use crate::doris::{FeClient, Label, TxnId, TxnOutcome};
 use crate::runtime::{Committer, Restartable};
 use crate::state::{Journal, Keyed};
 
@@ -20,8 +20,8 @@ use crate::state::{Journal, Keyed};
 pub struct Txn {
     pub db: String,
     pub table: String,
-    pub label: String,
-    pub txn_id: i64,
+    pub label: Label,
+    pub txn_id: TxnId,
 }
 
 /// A label, journaled when its load starts.
@@ -29,7 +29,7 @@ pub struct Txn {
 pub struct LabelEntry {
     pub db: String,
     pub table: String,
-    pub label: String,
+    pub label: Label,
     pub checkpoint: u64,
     pub run: u64,
 }
@@ -41,7 +41,7 @@ pub struct DorisCommitter {
     /// Commits tried again after a failure.
     pub commit_retries: Arc<AtomicU64>,
     /// The labels the last [`Committer::commit`] committed, by checkpoint.
-    pub committed: std::sync::Mutex<Option<(u64, HashSet<String>)>>,
+    pub committed: std::sync::Mutex<Option<(u64, HashSet<Label>)>>,
 }
 
 /// Commit attempts after the first, before the failure restarts the pipeline.

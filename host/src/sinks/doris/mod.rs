@@ -228,6 +228,20 @@ impl SinkConfig for DorisSink {
         Ok(reach)
     }
 
+    fn letter_store(&self) -> Option<crate::pipeline::LetterStore<'_>> {
+        Some(crate::pipeline::LetterStore::Doris {
+            table: self.table.as_deref(),
+            connection: self.connection.as_deref(),
+        })
+    }
+
+    /// With its own `label_prefix`, labels a replay's alone: the prefix and the replay's id
+    /// (without one, the default prefix is the replay's already).
+    fn relabeled(&self, id: &str) -> Option<Arc<dyn crate::pipeline::SinkConfig>> {
+        let prefix = self.label_prefix.as_ref()?;
+        Some(Arc::new(DorisSink { label_prefix: Some(format!("{prefix}_replay_{id}")), ..self.clone() }))
+    }
+
     fn validate(&self, file: &PipelineFile) -> Checked {
         match (&self.table, &self.database) {
             (Some(t), None) if t.split('.').count() != 2 || t.split('.').any(str::is_empty) => {

@@ -2,19 +2,22 @@
 //! tables as change events, a transaction at a time, with the position after the transaction's
 //! commit as the reader's position, so a restart neither loses nor repeats a transaction.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context;
+use async_trait::async_trait;
 use futures::StreamExt;
 use mysql_async::binlog::events::{EventData, RowsEventData};
 use mysql_async::binlog::value::BinlogValue;
 use serde::{Deserialize, Serialize};
-use sluice_guest::batch::{BatchBuilder, RowKind, Value};
+use sluice_guest::batch::RowKind;
 
 use super::ddl::{self, Ddl, Shape};
-use super::{Scope, Table};
+use super::{Table, TableDef, new_table};
 use crate::runtime::{Alter, Event, Restartable, SchemaChange};
+use crate::sources::cdc::log::{Release, Transactions};
+use crate::sources::cdc::{LogFollower, Scope};
 
 /// A binlog position: the file and the offset of the next event to read, and the GTIDs read up
 /// to there (MariaDB: the last of each domain, `domain-server-seq`, comma separated, as
@@ -66,11 +69,11 @@ pub struct Follower {
     scope: Arc<Scope>,
     /// The file of the events being read.
     file: String,
-    /// Rows of the open transaction, per table: kind and values as text.
-    open: Vec<(usize, RowKind, Vec<Option<String>>)>,
-    /// Batches of a committed transaction still to hand out, and the position after it.
-    ready: VecDeque<Event>,
-    committed: Option<BinlogPosition>,
+    /// The open transaction's rows, and the events of a committed one still to hand out (a
+    /// transaction's rows of one table are one batch, however many).
+    tx: Transactions<BinlogPosition>,
+    /// A table changed since the position last took the tables.
+    changed: bool,
     /// The GTIDs read (see [`BinlogPosition::gtid`]): MariaDB's by domain, or MySQL's last.
     gtids: std::collections::BTreeMap<u32, String>,
     /// `timestamp` mode: what was written before this time (seconds) is passed over.
@@ -79,8 +82,6 @@ pub struct Follower {
     skipping: bool,
     /// Whether the server checksums its events (`binlog_checksum`).
     checksums: bool,
-    /// Events of the first transaction already handed out before a restart.
-    skip: u64,
     /// Where the stream was opened (a purged binlog is found on the first read).
     opened: BinlogPosition,
 }
@@ -133,7 +134,8 @@ impl Follower {
                 Restartable::error(format!("opening the binlog at {}: {e}", at.describe()))
             }
         })?;
-        let by_name = tables.iter().enumerate().map(|(i, t)| (key(&(t.db.clone(), t.name.clone())), i)).collect();
+        let by_name =
+            tables.iter().enumerate().map(|(i, t)| (key(&(t.namespace.clone(), t.name.clone())), i)).collect();
         let gtids = at
             .gtid
             .iter()
@@ -146,14 +148,12 @@ impl Follower {
             by_name,
             scope,
             file: at.file.clone(),
-            open: Vec::new(),
-            ready: VecDeque::new(),
-            committed: None,
+            tx: Transactions::new(skip, usize::MAX, Release::AtCommit),
+            changed: false,
             gtids,
             skip_before,
             skipping: false,
             checksums,
-            skip,
             opened: at.clone(),
         })
     }
@@ -164,17 +164,10 @@ impl Follower {
 
     /// The next batch of a committed transaction and, with its last batch, the position after the
     /// transaction.
-    pub async fn next(&mut self) -> anyhow::Result<(Event, Option<BinlogPosition>)> {
+    async fn read(&mut self) -> anyhow::Result<(Event, Option<BinlogPosition>)> {
         loop {
-            if let Some(event) = self.ready.pop_front() {
-                let at = if self.ready.is_empty() { self.committed.take() } else { None };
-                // Handed out before a restart (see `open`).
-                if self.skip > 0 && at.is_none() {
-                    self.skip -= 1;
-                    continue;
-                }
-                self.skip = 0;
-                return Ok((event, at));
+            if let Some(next) = self.tx.pop() {
+                return Ok(next);
             }
             let Some(event) = self.stream.next().await else {
                 return Err(Restartable::error("the MySQL server closed the binlog stream"));
@@ -227,7 +220,7 @@ impl Follower {
                     if sql.eq_ignore_ascii_case("COMMIT") {
                         self.commit(end)?;
                     } else if !sql.eq_ignore_ascii_case("BEGIN") {
-                        self.ddl(&q.schema(), sql, end);
+                        self.ddl(&q.schema(), sql, end)?;
                     }
                 }
                 _ => {}
@@ -261,18 +254,20 @@ impl Follower {
             let text = |r: &mysql_async::binlog::row::BinlogRow| -> anyhow::Result<Vec<Option<String>>> {
                 (0..table.columns.len()).map(|i| value_text(table, i, r.as_ref(i), scope)).collect()
             };
+            let tables = &self.tables;
+            let mut push = |kind, row| self.tx.push(tables, index, kind, row);
             match (before, after) {
-                (None, Some(a)) => self.open.push((index, RowKind::Insert, text(&a)?)),
-                (Some(b), None) => self.open.push((index, RowKind::Delete, text(&b)?)),
+                (None, Some(a)) => push(RowKind::Insert, text(&a)?)?,
+                (Some(b), None) => push(RowKind::Delete, text(&b)?)?,
                 (Some(b), Some(a)) => {
                     let (b, a) = (text(&b)?, text(&a)?);
                     // A changed primary key is a delete of the old key and an insert of the new.
                     if key.iter().any(|&k| b[k] != a[k]) {
-                        self.open.push((index, RowKind::Delete, b));
-                        self.open.push((index, RowKind::Insert, a));
+                        push(RowKind::Delete, b)?;
+                        push(RowKind::Insert, a)?;
                     } else {
-                        self.open.push((index, RowKind::UpdateBefore, b));
-                        self.open.push((index, RowKind::UpdateAfter, a));
+                        push(RowKind::UpdateBefore, b)?;
+                        push(RowKind::UpdateAfter, a)?;
                     }
                 }
                 (None, None) => {}
@@ -282,17 +277,17 @@ impl Follower {
     }
 
     /// The tables followed, as a position keeps them.
-    pub fn defs(&self) -> Vec<super::TableDef> {
-        let mut defs: Vec<super::TableDef> = self.by_name.values().map(|&i| self.tables[i].def()).collect();
+    fn defs(&self) -> Vec<TableDef> {
+        let mut defs: Vec<TableDef> = self.by_name.values().map(|&i| self.tables[i].def()).collect();
         defs.sort_by(|a, b| a.name.cmp(&b.name));
         defs
     }
 
     /// A statement of database `db` that is not a transaction's: its changes to the tables
     /// followed become schema changes, handed out with the position after it.
-    fn ddl(&mut self, db: &str, sql: &str, end: u64) {
+    fn ddl(&mut self, db: &str, sql: &str, end: u64) -> anyhow::Result<()> {
         if self.skipping {
-            return;
+            return Ok(());
         }
         let mut changes = Vec::new();
         for statement in ddl::parse(db, sql) {
@@ -313,7 +308,7 @@ impl Follower {
                     let shape = Shape { columns: &mut columns, primary_key: &mut primary_key };
                     let alter = match ddl::apply(shape, &ops, doris) {
                         Ok(alter) if alter.is_empty() => continue,
-                        Ok(alter) => match Table::new(&t.db, &t.name, columns, primary_key) {
+                        Ok(alter) => match new_table(&t.namespace, &t.name, columns, primary_key) {
                             Ok(next) => {
                                 self.tables[i] = next;
                                 alter
@@ -329,7 +324,7 @@ impl Follower {
                         continue;
                     }
                     let columns = columns.into_iter().map(|c| c.column).collect();
-                    match Table::new(&table.0, &table.1, columns, primary_key) {
+                    match new_table(&table.0, &table.1, columns, primary_key) {
                         Ok(t) => {
                             self.by_name.insert(key(&table), self.tables.len());
                             changes.push(change(&t, vec![Alter::CreateTable]));
@@ -372,40 +367,35 @@ impl Follower {
             }
         }
         if !changes.is_empty() {
-            self.ready.extend(changes.into_iter().map(Event::SchemaChange));
-            self.committed = Some(BinlogPosition { file: self.file.clone(), pos: end, gtid: self.gtid() });
+            for change in changes {
+                self.tx.schema_change(&self.tables, change)?;
+            }
+            let at = BinlogPosition { file: self.file.clone(), pos: end, gtid: self.gtid() };
+            self.tx.commit(&self.tables, at)?;
+            self.changed = true;
         }
+        Ok(())
     }
 
     /// The transaction is committed: its rows become batches (one per run of a table), handed out
     /// before anything after it.
     fn commit(&mut self, end: u64) -> anyhow::Result<()> {
-        let rows = std::mem::take(&mut self.open);
-        let mut i = 0;
-        while i < rows.len() {
-            let table = rows[i].0;
-            let t = &self.tables[table];
-            let mut builder = BatchBuilder::new(t.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;
-            while i < rows.len() && rows[i].0 == table {
-                let values: Vec<Value<'_>> =
-                    rows[i].2.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
-                builder.push(rows[i].1, &values).map_err(|e| anyhow::anyhow!("`{}`: {}", t.id, e.message))?;
-                i += 1;
-            }
-            let batch = builder.finish().map_err(|e| anyhow::anyhow!(e.message))?;
-            self.ready.push_back(Event::data(&t.id, batch));
-        }
         let at = BinlogPosition { file: self.file.clone(), pos: end, gtid: self.gtid() };
-        if self.ready.is_empty() {
-            // Nothing of ours: an empty batch moves the position on.
-            let t = &self.tables[0];
-            self.ready.push_back(Event::data(
-                &t.id,
-                sluice_guest::batch::Batch::new(arrow::record_batch::RecordBatch::new_empty(t.schema.clone())),
-            ));
-        }
-        self.committed = Some(at);
-        Ok(())
+        self.tx.commit(&self.tables, at)
+    }
+}
+
+#[async_trait]
+impl LogFollower for Follower {
+    type At = BinlogPosition;
+    type Def = TableDef;
+
+    async fn next(&mut self) -> anyhow::Result<(Event, Option<BinlogPosition>)> {
+        self.read().await
+    }
+
+    fn take_changed_tables(&mut self) -> Option<Vec<TableDef>> {
+        std::mem::take(&mut self.changed).then(|| self.defs())
     }
 }
 
@@ -505,7 +495,7 @@ fn value_text(
             V::NULL => return Ok(None),
             other => anyhow::bail!("`{}`.`{}`: an ENUM/SET value {other:?} in the binlog", table.id, c.name),
         };
-        let labels = &table.labels[column];
+        let labels = &table.extra[column];
         let pick = |i: u64| labels.get(i as usize).cloned().unwrap_or_default();
         return Ok(Some(if t.starts_with("enum(") {
             // 0 is the empty string MySQL stores for an invalid value.
@@ -526,7 +516,7 @@ fn value_text(
             let secs: i64 =
                 secs.parse().map_err(|_| anyhow::anyhow!("`{}`.`{}`: timestamp {text:?}", table.id, c.name))?;
             let micros: i64 = format!("{frac:0<6}")[..6].parse().unwrap_or(0);
-            Some(scope.timestamp(secs * 1_000_000 + micros))
+            Some(scope.wall_time(secs * 1_000_000 + micros))
         }
         V::Bytes(b) => Some(c.text(b, scope.binary, true).map_err(|e| anyhow::anyhow!("`{}`: {e}", table.id))?),
         // The binlog carries an unsigned column's bits as a signed number of its width.

@@ -4,6 +4,8 @@
 
 use sluice_guest::types::DorisType;
 
+use crate::sources::cdc::BinaryHandling;
+
 /// A column of a source table, from `information_schema.columns` or a DDL statement.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MysqlColumn {
@@ -16,31 +18,24 @@ pub struct MysqlColumn {
     pub charset: Option<String>,
 }
 
-/// How the bytes of BLOB / BINARY / VARBINARY columns reach Doris' STRING (the source's
-/// `binary_handling`, after Debezium's `binary.handling.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BinaryHandling {
-    /// As text when they are UTF-8; other bytes are an error naming the column.
-    #[default]
-    Text,
-    Base64,
-    Hex,
-}
+impl crate::sources::cdc::Column for MysqlColumn {
+    fn name(&self) -> &str {
+        &self.name
+    }
 
-impl BinaryHandling {
-    /// `bytes` of `what` (a column) as the text Doris gets.
-    pub fn encode(self, bytes: &[u8], what: &str) -> Result<String, String> {
-        use base64::Engine;
-        match self {
-            BinaryHandling::Base64 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
-            BinaryHandling::Hex => Ok(bytes.iter().map(|b| format!("{b:02x}")).collect()),
-            BinaryHandling::Text => String::from_utf8(bytes.to_vec()).map_err(|_| {
-                format!(
-                    "{what} holds bytes that are not UTF-8 text; set `binary_handling = \"base64\"` (or \"hex\") on the source to load them encoded"
-                )
-            }),
-        }
+    fn nullable(&self) -> bool {
+        self.nullable
+    }
+
+    fn doris_type(&self) -> Result<DorisType, String> {
+        MysqlColumn::doris_type(self)
+    }
+
+    fn is_chunk_key(&self) -> bool {
+        let t = self.column_type.to_ascii_lowercase();
+        // An unsigned BIGINT may not fit the signed cursor: such a table is read as one chunk.
+        let fits = !(t.starts_with("bigint") && t.contains("unsigned"));
+        fits && ["tinyint", "smallint", "mediumint", "int", "bigint"].iter().any(|i| t.starts_with(i))
     }
 }
 

@@ -1,6 +1,9 @@
 //! `type = "postgres"`: the tables of a PostgreSQL schema — a snapshot in primary-key chunks,
 //! then (`scan.startup.mode = "initial"`) their changes from a logical replication slot
-//! (pgoutput), or only the changes (`latest-offset`), or only the snapshot (`snapshot`).
+//! (pgoutput), or only the changes (`latest-offset`), or only the snapshot (`snapshot`). The
+//! shape is every CDC source's ([`crate::sources::cdc`]); this module is PostgreSQL's dialect of
+//! it: the tables from the catalog (types mapped by [`types`]), pages read in a snapshot
+//! transaction, and the slot's stream ([`stream`]).
 //!
 //! On a fresh start the source creates its publication (for the tables it follows) and its slot
 //! when they are missing. A slot created here exports its snapshot: every worker reads its chunks
@@ -20,27 +23,21 @@
 mod stream;
 pub mod types;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use anyhow::Context;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sluice_guest::batch::{BatchBuilder, RowKind, Value};
-use sluice_guest::types::{ColumnDef, arrow_schema};
 use tokio::sync::{Mutex, watch};
 
 use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
-use crate::runtime::{Event, Position, Restartable, SchemaChange, Source, SourceReader, SplitEnumerator, TableId};
-use crate::sources::chunks::{Chunk, ChunkCursor, resume};
-use crate::sources::mysql::types::BinaryHandling;
-use crate::sources::{StartupMode, is_zero, regex};
+use crate::runtime::{Restartable, Source, SplitEnumerator};
+use crate::sources::cdc::{self, BinaryHandling, Dialect, Enumerator, LogState, Scope, TablePatterns};
+use crate::sources::{StartupMode, is_zero};
 use stream::Follower;
 use types::PgColumn;
-
-/// Rows per page of a chunk.
-const PAGE_ROWS: u64 = 4096;
 
 /// Session settings that make the server print values the way [`PgColumn::text`] reads them.
 const SESSION: &str =
@@ -140,6 +137,10 @@ impl PostgresSource {
     fn publication(&self) -> String {
         self.publication_name.clone().unwrap_or_else(|| self.slot_name.clone())
     }
+
+    fn patterns(&self) -> TablePatterns<'_> {
+        TablePatterns { include: &self.include, exclude: self.exclude.as_deref(), chunk_size: self.chunk_size }
+    }
 }
 
 #[async_trait]
@@ -178,14 +179,7 @@ impl SourceConfig for PostgresSource {
                 format!("{:?}: a slot name is 1 to 63 lower-case letters, digits and underscores", self.slot_name),
             ));
         }
-        regex("source.include", &self.include)?;
-        if let Some(x) = &self.exclude {
-            regex("source.exclude", x)?;
-        }
-        if self.chunk_size == 0 {
-            return Err(("source.chunk_size".into(), "must be at least 1".into()));
-        }
-        Ok(())
+        self.patterns().validate()
     }
 
     async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
@@ -193,18 +187,16 @@ impl SourceConfig for PostgresSource {
         let key = format!("connections.{}", self.connection);
         let password = server.password(&key)?;
         let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
-        let include = regex("source.include", &self.include).map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let exclude = self.exclude.as_deref().map(|x| regex("source.exclude", x)).transpose();
-        let exclude = exclude.map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let server = Arc::new(Server {
+        let scope = Scope::new(&self.schema, &self.patterns(), self.binary_handling, zone)
+            .map_err(|(_, m)| anyhow::anyhow!(m))?;
+        let scope = Arc::new(scope);
+        let server = Arc::new(Endpoint {
             host: server.host.clone(),
             port: server.port.unwrap_or(5432),
             user: server.user.clone(),
             password,
             database: self.database.clone(),
         });
-        let scope =
-            Arc::new(Scope { schema: self.schema.clone(), include, exclude, binary: self.binary_handling, zone });
         let control = server.connect().await?;
         let mode = self.scan.startup.mode.unless_schema_only(self.schema_only);
         let streams = mode == StartupMode::Initial || mode == StartupMode::LatestOffset;
@@ -222,15 +214,10 @@ impl SourceConfig for PostgresSource {
             format!("reading the tables of `{}.{}` at {}", self.database, self.schema, server.describe())
         })?;
         if tables.is_empty() {
-            anyhow::bail!(
-                "no table of `{}.{}` matches include = {:?}{}; check the database, the schema and the patterns",
-                self.database,
-                self.schema,
-                self.include,
-                self.exclude.as_ref().map(|x| format!(" and exclude = {x:?}")).unwrap_or_default()
-            );
+            let place = format!("{}.{}", self.database, self.schema);
+            return Err(self.patterns().none_match(&place, "the database, the schema"));
         }
-        if streams && let Some(t) = tables.iter().find(|t| t.primary_key.is_empty() && t.replica_identity != 'f') {
+        if streams && let Some(t) = tables.iter().find(|t| t.primary_key.is_empty() && t.replica_identity() != 'f') {
             anyhow::bail!("{}", no_identity(t));
         }
         Ok(Arc::new(PostgresTables {
@@ -250,7 +237,7 @@ fn no_identity(t: &Table) -> String {
     format!(
         "table `{}` has no primary key and REPLICA IDENTITY {}: PostgreSQL sends no old row with its updates and deletes (and refuses them once the table is published); run `ALTER TABLE {} REPLICA IDENTITY FULL` or add a primary key",
         t.id,
-        match t.replica_identity {
+        match t.replica_identity() {
             'n' => "NOTHING",
             'i' => "USING INDEX",
             _ => "DEFAULT",
@@ -261,7 +248,7 @@ fn no_identity(t: &Table) -> String {
 
 /// Where and as whom the source connects.
 #[derive(Debug)]
-struct Server {
+struct Endpoint {
     host: String,
     port: u16,
     user: String,
@@ -269,7 +256,7 @@ struct Server {
     database: String,
 }
 
-impl Server {
+impl Endpoint {
     fn describe(&self) -> String {
         format!("{}:{}/{}", self.host, self.port, self.database)
     }
@@ -338,35 +325,9 @@ async fn query(client: &tokio_postgres::Client, sql: &str) -> anyhow::Result<Vec
         .collect())
 }
 
-/// The tables a source follows: those of `schema` whose names `include` matches and `exclude`
-/// does not (whole names).
-#[derive(Debug)]
-struct Scope {
-    schema: String,
-    include: regex::Regex,
-    exclude: Option<regex::Regex>,
-    binary: BinaryHandling,
-    zone: Option<chrono_tz::Tz>,
-}
-
-impl Scope {
-    fn covers(&self, schema: &str, name: &str) -> bool {
-        schema == self.schema && self.include.is_match(name) && !self.exclude.as_ref().is_some_and(|x| x.is_match(name))
-    }
-}
-
-/// A source table: its columns, key and Arrow schema.
-#[derive(Debug, Clone)]
-struct Table {
-    id: TableId,
-    schema_name: String,
-    name: String,
-    columns: Vec<PgColumn>,
-    primary_key: Vec<String>,
-    schema: SchemaRef,
-    /// `relreplident`: `d` default (the key), `f` full, `n` nothing, `i` an index.
-    replica_identity: char,
-}
+/// A source table; its `extra` the table's replica identity (`relreplident`: `d` default (the
+/// key), `f` full, `n` nothing, `i` an index).
+type Table = cdc::Table<PgColumn, char>;
 
 /// A table as a position keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -378,48 +339,27 @@ pub struct TableDef {
     pub replica_identity: char,
 }
 
+fn new_table(def: TableDef) -> anyhow::Result<Table> {
+    Table::new(&def.schema, &def.name, def.columns, def.primary_key, def.replica_identity)
+}
+
 impl Table {
-    fn new(def: TableDef) -> anyhow::Result<Table> {
-        let defs = def
-            .columns
-            .iter()
-            .map(|c| Ok(ColumnDef::new(&c.name, c.doris_type()?, c.nullable)))
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|e| anyhow::anyhow!("table `{}.{}`: {e}", def.schema, def.name))?;
-        Ok(Table {
-            id: TableId::new(format!("{}.{}", def.schema, def.name)),
-            schema_name: def.schema,
-            name: def.name,
-            columns: def.columns,
-            primary_key: def.primary_key,
-            schema: arrow_schema(&defs),
-            replica_identity: def.replica_identity,
-        })
+    fn replica_identity(&self) -> char {
+        self.extra
     }
 
     fn def(&self) -> TableDef {
         TableDef {
-            schema: self.schema_name.clone(),
+            schema: self.namespace.clone(),
             name: self.name.clone(),
             columns: self.columns.clone(),
             primary_key: self.primary_key.clone(),
-            replica_identity: self.replica_identity,
+            replica_identity: self.extra,
         }
     }
 
-    fn announce(&self) -> SchemaChange {
-        SchemaChange::announce(&self.id, self.schema.clone(), self.primary_key.clone())
-    }
-
     fn quoted(&self) -> String {
-        format!("{}.{}", ident(&self.schema_name), ident(&self.name))
-    }
-
-    /// The single integer key column keyset pages and chunks run on, if the table has one.
-    fn integer_key(&self) -> Option<&str> {
-        let [key] = self.primary_key.as_slice() else { return None };
-        let column = self.columns.iter().find(|c| &c.name == key)?;
-        ["int2", "int4", "int8"].contains(&column.type_name.as_str()).then_some(key.as_str())
+        format!("{}.{}", ident(&self.namespace), ident(&self.name))
     }
 
     /// A row's values (as the server prints them) as Doris text.
@@ -478,7 +418,7 @@ fn column(
 }
 
 async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Result<Vec<Table>> {
-    let schema = literal(&scope.schema);
+    let schema = literal(&scope.namespace);
     let rows = query(
         client,
         &format!(
@@ -507,13 +447,13 @@ async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Res
     let mut defs: Vec<TableDef> = Vec::new();
     for r in &rows {
         let name = text(&r[0]);
-        if !scope.covers(&scope.schema, &name) {
+        if !scope.covers(&scope.namespace, &name) {
             continue;
         }
         if defs.last().is_none_or(|d| d.name != name) {
             let replica_identity = text(&r[5]).chars().next().unwrap_or('d');
             defs.push(TableDef {
-                schema: scope.schema.clone(),
+                schema: scope.namespace.clone(),
                 name: name.clone(),
                 columns: Vec::new(),
                 primary_key: Vec::new(),
@@ -530,12 +470,12 @@ async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Res
             def.primary_key.push(text(&k[1]));
         }
     }
-    defs.into_iter().map(Table::new).collect()
+    defs.into_iter().map(new_table).collect()
 }
 
 /// A PostgreSQL source, built.
 struct PostgresTables {
-    server: Arc<Server>,
+    server: Arc<Endpoint>,
     scope: Arc<Scope>,
     tables: Arc<Vec<Table>>,
     chunk_size: u64,
@@ -556,7 +496,7 @@ impl PostgresTables {
             control,
             &format!(
                 "SELECT tablename FROM pg_catalog.pg_publication_tables WHERE pubname = {name} AND schemaname = {}",
-                literal(&self.scope.schema)
+                literal(&self.scope.namespace)
             ),
         )
         .await?
@@ -589,10 +529,7 @@ impl Source for PostgresTables {
     }
 
     async fn enumerator(&self, restored: &[Option<serde_json::Value>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
-        let positions = restored
-            .iter()
-            .map(|p| p.as_ref().map(|v| SnapshotPosition::restore(Some(v), "postgres")).transpose())
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let positions = Enumerator::<Postgres>::restore(restored)?;
         let fresh = positions.iter().all(Option::is_none);
         let streams = self.mode == StartupMode::Initial || self.mode == StartupMode::LatestOffset;
         let mut snapshot = None;
@@ -657,42 +594,23 @@ impl Source for PostgresTables {
                 }
             }
         }
-        let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
-        let mut chunks = Vec::new();
-        // The chunk widths of a snapshot under way stay as it began.
-        let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
-        if self.mode != StartupMode::LatestOffset && !snapshot_done {
-            let control = self.server.connect().await?;
-            for (i, t) in self.tables.iter().enumerate() {
-                let Some(key) = t.integer_key().filter(|_| self.mode != StartupMode::SchemaOnly) else {
-                    chunks.push(Chunk::whole(i));
-                    continue;
-                };
-                let sql = format!("SELECT MIN({0}), MAX({0}) FROM {1}", ident(key), t.quoted());
-                let bounds = query(&control, &sql).await?;
-                let number =
-                    |i: usize| bounds.first().and_then(|r| r[i].as_deref()).and_then(|v| v.parse::<i64>().ok());
-                let bounds = number(0).zip(number(1));
-                let step = *steps.entry(t.name.clone()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
-                chunks.extend(Chunk::split(i, bounds, step));
-            }
-        }
-        let gate = (self.mode == StartupMode::Initial && restored.len() > 1).then(|| watch::channel(snapshot_done).0);
-        Ok(Box::new(Chunks {
+        let dialect = Postgres {
             server: self.server.clone(),
             scope: self.scope.clone(),
-            tables: self.tables.clone(),
-            chunks,
-            readers: restored.len(),
-            steps,
-            snapshot,
-            schema_only: self.mode == StartupMode::SchemaOnly,
-            streams,
             slot: self.slot.clone(),
             publication: self.publication.clone(),
-            stream: Arc::new(Stream { exported: Mutex::new(exported), confirm: watch::channel(0).0 }),
-            gate,
-        }))
+            stream: Stream { exported: Mutex::new(exported), confirm: watch::channel(0).0 },
+        };
+        let run = Enumerator {
+            dialect: Arc::new(dialect),
+            tables: self.tables.clone(),
+            mode: self.mode,
+            chunk_size: self.chunk_size,
+            // The slot keeps where the stream stands: LSN 0 asks for its confirmed position.
+            log_start: streams.then_some(0),
+            snapshot,
+        };
+        run.start(&positions).await
     }
 
     fn describe(&self) -> String {
@@ -701,62 +619,178 @@ impl Source for PostgresTables {
     }
 }
 
-/// The chunks of a run, dealt to the readers round robin.
-struct Chunks {
-    server: Arc<Server>,
+/// PostgreSQL's dialect of a CDC source, for a run.
+struct Postgres {
+    server: Arc<Endpoint>,
     scope: Arc<Scope>,
-    tables: Arc<Vec<Table>>,
-    chunks: Vec<Chunk>,
-    readers: usize,
-    /// The chunk width of each table, kept in every position.
-    steps: BTreeMap<String, u64>,
-    /// The snapshot the slot exported, when this run created it.
-    snapshot: Option<String>,
-    schema_only: bool,
-    /// Worker 0 follows the slot after its chunks.
-    streams: bool,
     slot: String,
     publication: String,
-    stream: Arc<Stream>,
-    gate: Option<watch::Sender<bool>>,
+    stream: Stream,
 }
 
-/// A reader's position: where it stands in its chunks, and for worker 0 in the stream.
+/// Worker 0's place in the slot's stream, as its position keeps it.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub struct SnapshotPosition {
-    #[serde(flatten)]
-    pub(crate) chunk: ChunkCursor,
-    /// Worker 0: the LSN after the last transaction it returned (`X/Y`); none before the first.
+pub struct LsnState {
+    /// The LSN after the last transaction returned (`X/Y`); none before the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lsn: Option<String>,
+    pub lsn: Option<Lsn>,
     /// Batches of the transaction after `lsn` already returned.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skip: u64,
-    /// Worker 0, once a relation changed: every table followed, as of `lsn`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tables: Option<Vec<TableDef>>,
 }
 
-impl Position for SnapshotPosition {}
+impl LogState for LsnState {
+    type At = u64;
 
-/// `X/Y` → the LSN.
-fn parse_lsn(text: &str) -> anyhow::Result<u64> {
-    pgwire_replication::Lsn::parse(text).map(|l| l.0).map_err(|_| {
-        anyhow::anyhow!("the checkpoint's LSN {text:?} is not one; start over with a new `pipeline.state_dir`")
-    })
+    fn at(&self) -> Option<u64> {
+        self.lsn.map(|l| l.0)
+    }
+
+    fn begin(&mut self, _start: Option<u64>) {}
+
+    fn skip(&self) -> u64 {
+        self.skip
+    }
+
+    fn advance(&mut self, at: u64) {
+        self.lsn = Some(Lsn(at));
+        self.skip = 0;
+    }
+
+    fn step(&mut self) {
+        self.skip += 1;
+    }
+}
+
+/// A WAL position, kept in a checkpoint as PostgreSQL writes it (`X/Y`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lsn(pub u64);
+
+impl Serialize for Lsn {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Lsn {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Lsn, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::fmt::Display for Lsn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&pgwire_replication::Lsn(self.0).to_pg_string())
+    }
+}
+
+impl std::str::FromStr for Lsn {
+    type Err = anyhow::Error;
+
+    fn from_str(text: &str) -> anyhow::Result<Lsn> {
+        pgwire_replication::Lsn::parse(text).map(|l| Lsn(l.0)).map_err(|_| {
+            anyhow::anyhow!("the checkpoint's LSN {text:?} is not one; start over with a new `pipeline.state_dir`")
+        })
+    }
 }
 
 #[async_trait]
-impl SplitEnumerator for Chunks {
-    async fn on_checkpoint_complete(&mut self, _id: u64, positions: &[serde_json::Value]) -> anyhow::Result<()> {
-        if let Some(gate) = &self.gate
-            && positions.iter().all(|p| p.get("done").and_then(|d| d.as_bool()) == Some(true))
-        {
-            gate.send_replace(true);
+impl Dialect for Postgres {
+    type Table = Table;
+    type Def = TableDef;
+    type Log = LsnState;
+    type Session = tokio_postgres::Client;
+    type Follower = Follower;
+
+    const KIND: &'static str = "postgres";
+
+    fn quote(&self, name: &str) -> String {
+        ident(name)
+    }
+
+    fn select(&self, t: &Table) -> String {
+        let columns: Vec<String> = t.columns.iter().map(|c| ident(&c.name)).collect();
+        format!("SELECT {} FROM {}", columns.join(", "), t.quoted())
+    }
+
+    /// Without a key, the physical order of the snapshot (which it does not change).
+    fn keyless_order(&self) -> Option<&'static str> {
+        Some("ctid")
+    }
+
+    /// A read-only transaction, begun at the exported snapshot when there is one.
+    async fn session(&self, snapshot: Option<&str>) -> anyhow::Result<tokio_postgres::Client> {
+        let client = self.server.connect().await?;
+        let mut begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;".to_string();
+        if let Some(s) = snapshot {
+            begin.push_str(&format!(" SET TRANSACTION SNAPSHOT {};", literal(s)));
         }
-        // The checkpoint is committed in Doris: the slot may let go of what it holds.
+        query(&client, &begin).await.context("beginning the snapshot transaction")?;
+        Ok(client)
+    }
+
+    async fn close(&self, session: tokio_postgres::Client) {
+        let _ = query(&session, "COMMIT").await;
+    }
+
+    async fn rows(
+        &self,
+        session: &mut tokio_postgres::Client,
+        t: &Table,
+        sql: &str,
+    ) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+        let rows = query(session, sql).await.map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
+        rows.iter()
+            .map(|row| {
+                let values: Vec<Option<&str>> = row.iter().map(Option::as_deref).collect();
+                t.texts(&values, &self.scope)
+            })
+            .collect()
+    }
+
+    async fn bounds(
+        &self,
+        session: &mut tokio_postgres::Client,
+        t: &Table,
+        key: &str,
+    ) -> anyhow::Result<Option<(i64, i64)>> {
+        let sql = format!("SELECT MIN({0}), MAX({0}) FROM {1}", ident(key), t.quoted());
+        let bounds = query(session, &sql).await?;
+        let number = |i: usize| bounds.first().and_then(|r| r[i].as_deref()).and_then(|v| v.parse::<i64>().ok());
+        Ok(number(0).zip(number(1)))
+    }
+
+    fn table(&self, def: &TableDef) -> anyhow::Result<Table> {
+        new_table(def.clone())
+    }
+
+    async fn follow(&self, start: u64, skip: u64, tables: Vec<Table>) -> anyhow::Result<Follower> {
+        let session = match self.stream.exported.lock().await.take() {
+            Some(mut session) => {
+                session.start().await.map_err(|e| Restartable::error(format!("starting replication: {e}")))?;
+                session
+            }
+            None => {
+                let config = self.server.replication(&self.slot, &self.publication, start);
+                pgwire_replication::ReplicationClient::connect(config).await.map_err(|e| {
+                    Restartable::error(format!("replication session to {}: {e}", self.server.describe()))
+                })?
+            }
+        };
+        tracing::info!(
+            "following replication slot `{}` from {}",
+            self.slot,
+            pgwire_replication::Lsn(start).to_pg_string()
+        );
+        let control = self.server.connect().await?;
+        let confirm = self.stream.confirm.subscribe();
+        Ok(Follower::new(session, control, tables, self.scope.clone(), start, skip, confirm))
+    }
+
+    /// The checkpoint is committed in Doris: the slot may let go of what it holds.
+    async fn on_checkpoint_complete(&self, positions: &[serde_json::Value]) -> anyhow::Result<()> {
         if let Some(lsn) = positions.first().and_then(|p| p.get("lsn")).and_then(|l| l.as_str()) {
-            let lsn = parse_lsn(lsn)?;
+            let Lsn(lsn) = lsn.parse()?;
             self.stream.confirm.send_if_modified(|c| {
                 let raised = lsn > *c;
                 *c = (*c).max(lsn);
@@ -765,201 +799,27 @@ impl SplitEnumerator for Chunks {
         }
         Ok(())
     }
-
-    async fn reader(
-        &mut self,
-        worker: usize,
-        position: Option<&serde_json::Value>,
-    ) -> anyhow::Result<Box<dyn SourceReader>> {
-        let mut position = SnapshotPosition::restore(position, "postgres")?;
-        let names = |t: usize| self.tables[t].name.clone();
-        let (chunks, inside) = resume(&self.chunks, self.readers, worker, &position.chunk, names);
-        let resumed = position.chunk.table.is_some() || position.chunk.done;
-        if !inside && !position.chunk.done {
-            position.chunk = ChunkCursor::default();
-        }
-        position.chunk.steps = self.steps.clone();
-        let follows = worker == 0 && self.streams;
-        Ok(Box::new(SnapshotReader {
-            server: self.server.clone(),
-            scope: self.scope.clone(),
-            tables: self.tables.clone(),
-            chunks,
-            position,
-            snapshot: if resumed { None } else { self.snapshot.clone() },
-            session: None,
-            schema_only: self.schema_only,
-            announced: HashSet::new(),
-            follows,
-            slot: self.slot.clone(),
-            publication: self.publication.clone(),
-            stream: self.stream.clone(),
-            gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
-            follower: None,
-        }))
-    }
 }
 
-/// One worker's share: its chunks, then (worker 0) the stream.
-struct SnapshotReader {
-    server: Arc<Server>,
-    scope: Arc<Scope>,
-    tables: Arc<Vec<Table>>,
-    chunks: VecDeque<Chunk>,
-    position: SnapshotPosition,
-    /// The exported snapshot this reader's transaction imports.
-    snapshot: Option<String>,
-    /// The reader's snapshot transaction.
-    session: Option<tokio_postgres::Client>,
-    schema_only: bool,
-    announced: HashSet<TableId>,
-    follows: bool,
-    slot: String,
-    publication: String,
-    stream: Arc<Stream>,
-    gate: Option<watch::Receiver<bool>>,
-    follower: Option<Follower>,
-}
+#[cfg(test)]
+mod tests {
+    use crate::runtime::Position;
+    use crate::sources::cdc::snapshot::CdcPosition;
 
-impl SnapshotReader {
-    /// The SQL of the next page of the current chunk.
-    fn page(&self, t: &Table, chunk: &Chunk) -> String {
-        let columns: Vec<String> = t.columns.iter().map(|c| ident(&c.name)).collect();
-        let order: Vec<String> = t.primary_key.iter().map(|k| ident(k)).collect();
-        // Without a key, the physical order of the snapshot (which it does not change).
-        let order = if order.is_empty() { "ctid".to_string() } else { order.join(", ") };
-        let key = t.integer_key().map(ident);
-        let tail = self.position.chunk.page(chunk, key.as_deref(), Some(&order), PAGE_ROWS);
-        format!("SELECT {} FROM {}{tail}", columns.join(", "), t.quoted())
-    }
+    type SlotPosition = CdcPosition<super::LsnState, super::TableDef>;
 
-    /// The reader's snapshot transaction, begun at the exported snapshot when there is one.
-    async fn session(&mut self) -> anyhow::Result<&tokio_postgres::Client> {
-        if self.session.is_none() {
-            let client = self.server.connect().await?;
-            let mut begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;".to_string();
-            if let Some(s) = &self.snapshot {
-                begin.push_str(&format!(" SET TRANSACTION SNAPSHOT {};", literal(s)));
-            }
-            query(&client, &begin).await.context("beginning the snapshot transaction")?;
-            self.session = Some(client);
-        }
-        Ok(self.session.as_ref().expect("set above"))
-    }
-
-    /// Every chunk is read: follow the slot (worker 0), or end.
-    async fn follow(&mut self) -> anyhow::Result<Option<Event>> {
-        if let Some(session) = self.session.take() {
-            let _ = query(&session, "COMMIT").await;
-        }
-        if !self.follows {
-            return Ok(None);
-        }
-        if self.follower.is_none() {
-            let tables: Vec<Table> = match &self.position.tables {
-                Some(defs) => defs.iter().cloned().map(Table::new).collect::<anyhow::Result<Vec<_>>>()?,
-                None => self.tables.to_vec(),
-            };
-            if let Some(t) = tables.iter().find(|t| !self.announced.contains(&t.id)) {
-                self.announced.insert(t.id.clone());
-                return Ok(Some(Event::SchemaChange(t.announce())));
-            }
-            if let Some(mut gate) = self.gate.take() {
-                tracing::debug!("waiting for every worker's part of the snapshot to be checkpointed");
-                if gate.wait_for(|done| *done).await.is_err() {
-                    return Ok(None);
-                }
-            }
-            let start = self.position.lsn.as_deref().map(parse_lsn).transpose()?.unwrap_or(0);
-            let session = match self.stream.exported.lock().await.take() {
-                Some(mut session) => {
-                    session.start().await.map_err(|e| Restartable::error(format!("starting replication: {e}")))?;
-                    session
-                }
-                None => {
-                    let config = self.server.replication(&self.slot, &self.publication, start);
-                    pgwire_replication::ReplicationClient::connect(config).await.map_err(|e| {
-                        Restartable::error(format!("replication session to {}: {e}", self.server.describe()))
-                    })?
-                }
-            };
-            tracing::info!(
-                "following replication slot `{}` from {}",
-                self.slot,
-                pgwire_replication::Lsn(start).to_pg_string()
-            );
-            let control = self.server.connect().await?;
-            let follower = Follower::new(
-                session,
-                control,
-                tables,
-                self.scope.clone(),
-                start,
-                self.position.skip,
-                self.stream.confirm.subscribe(),
-            );
-            self.follower = Some(follower);
-        }
-        let follower = self.follower.as_mut().expect("opened above");
-        let (event, after) = follower.next().await?;
-        match after {
-            Some(after) => {
-                self.position.lsn = Some(pgwire_replication::Lsn(after).to_pg_string());
-                self.position.skip = 0;
-                if let Some(defs) = follower.take_changed_tables() {
-                    self.position.tables = Some(defs);
-                }
-            }
-            None => self.position.skip += 1,
-        }
-        Ok(Some(event))
-    }
-}
-
-#[async_trait]
-impl SourceReader for SnapshotReader {
-    async fn next(&mut self) -> anyhow::Result<Option<Event>> {
-        let Some(chunk) = self.chunks.front().cloned() else {
-            if !self.position.chunk.done {
-                self.position.chunk.finish();
-            }
-            return self.follow().await;
-        };
-        let t = self.tables[chunk.table].clone();
-        self.position.chunk.enter(&t.name, &chunk);
-        if !self.announced.contains(&t.id) {
-            self.announced.insert(t.id.clone());
-            return Ok(Some(Event::SchemaChange(t.announce())));
-        }
-        if self.schema_only {
-            self.chunks.pop_front();
-            return Ok(Some(Event::data(
-                &t.id,
-                sluice_guest::batch::Batch::new(arrow::record_batch::RecordBatch::new_empty(t.schema.clone())),
-            )));
-        }
-        let sql = self.page(&t, &chunk);
-        let rows = query(self.session().await?, &sql)
-            .await
-            .map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
-        let mut builder = BatchBuilder::new(t.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;
-        let key = t.integer_key().and_then(|k| t.columns.iter().position(|c| c.name == k));
-        let mut last_key = None;
-        for row in &rows {
-            let values: Vec<Option<&str>> = row.iter().map(Option::as_deref).collect();
-            let texts = t.texts(&values, &self.scope)?;
-            let values: Vec<Value<'_>> = texts.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
-            builder.push(RowKind::Insert, &values).map_err(|e| anyhow::anyhow!("reading `{}`: {}", t.id, e.message))?;
-            if let Some(k) = key {
-                last_key = texts[k].as_deref().and_then(|v| v.parse::<i64>().ok());
-            }
-        }
-        let names = |i: usize| self.tables[i].name.clone();
-        self.position.chunk.advance(&mut self.chunks, rows.len() as u64, PAGE_ROWS, last_key, names);
-        Ok(Some(Event::data(&t.id, builder.finish().map_err(|e| anyhow::anyhow!(e.message))?)))
-    }
-
-    fn position(&self) -> serde_json::Value {
-        self.position.to_value()
+    /// Worker 0's position as the slot's reader writes it: read back key for key, the LSN as
+    /// PostgreSQL writes it; one that is not an LSN is refused, not read as the slot's start.
+    #[test]
+    fn a_position_keeps_its_keys_and_its_lsn_is_checked() {
+        let written = serde_json::json!({
+            "table": null, "start": null, "cursor": null, "rows": 0, "done": true, "lsn": "0/16B3748", "skip": 1,
+        });
+        let p = SlotPosition::restore(Some(&written), "postgres").unwrap();
+        assert_eq!(p.log.lsn, Some(super::Lsn(0x16B_3748)));
+        assert_eq!(p.to_value(), written);
+        let e =
+            SlotPosition::restore(Some(&serde_json::json!({"rows": 0, "lsn": "yesterday"})), "postgres").unwrap_err();
+        assert!(e.to_string().contains("the checkpoint's LSN \"yesterday\" is not one"), "{e}");
     }
 }

@@ -1,7 +1,7 @@
 //! Worker 0's side of a PostgreSQL source after the snapshot: the pgoutput stream of the slot.
 //!
-//! A transaction's rows become batches, one per run of a table and at most [`super::PAGE_ROWS`]
-//! rows each, handed out as they fill; the last batch of a transaction carries the LSN after it
+//! A transaction's rows become batches, one per run of a table and at most [`cdc::PAGE_ROWS`]
+//! rows each ([`Transactions`]), handed out as they fill; the last batch of a transaction carries the LSN after it
 //! (an empty batch when nothing of it is left). The batches of one transaction are the same
 //! however often it is streamed, so a position inside one (`skip`) names the same rows after a
 //! restart. A relation message whose columns differ from what the source knows becomes a schema
@@ -9,17 +9,20 @@
 //! truncate. Between transactions a keepalive moves the position to the server's WAL end, so a
 //! slot whose tables are quiet still lets go of WAL.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use pg_walstream::{LogicalReplicationMessage, LogicalReplicationParser, TupleData};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
-use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
+use sluice_guest::batch::RowKind;
 use sluice_guest::types::DorisType;
 use tokio::sync::watch;
 
-use super::{Scope, Table, TableDef, column, no_identity, type_names};
+use super::{Table, TableDef, column, new_table, no_identity, type_names};
 use crate::runtime::{Alter, Event, Restartable, SchemaChange};
+use crate::sources::cdc::log::{Release, Transactions};
+use crate::sources::cdc::{self, LogFollower, Scope};
 
 pub struct Follower {
     client: ReplicationClient,
@@ -30,14 +33,9 @@ pub struct Follower {
     /// Relation OID → index into `tables` (`None`: not followed).
     relations: HashMap<u32, Option<usize>>,
     scope: Arc<Scope>,
-    /// Rows of the open transaction not yet in a batch: (table, kind, values).
-    open: Vec<(usize, RowKind, Vec<Option<String>>)>,
-    ready: VecDeque<Event>,
-    /// The LSN after the transaction whose batches `ready` ends with.
-    committed: Option<u64>,
+    /// The open transaction's rows, and the events of committed ones still to hand out.
+    tx: Transactions<u64>,
     in_transaction: bool,
-    /// Batches of the first transaction already returned before a restart.
-    skip: u64,
     /// The LSN the slot may be told: raised once a checkpoint holding it is committed.
     confirm: watch::Receiver<u64>,
     /// A table changed since the position last took the tables.
@@ -64,34 +62,19 @@ impl Follower {
             tables,
             relations: HashMap::new(),
             scope,
-            open: Vec::new(),
-            ready: VecDeque::new(),
-            committed: None,
+            tx: Transactions::new(skip, cdc::PAGE_ROWS as usize, Release::AsTheyFill),
             in_transaction: false,
-            skip,
             confirm,
             changed: false,
             last: start,
         }
     }
 
-    /// The tables followed, when one changed since this was last asked: called with a
-    /// transaction's last batch, when they stand as of the position after it.
-    pub fn take_changed_tables(&mut self) -> Option<Vec<TableDef>> {
-        std::mem::take(&mut self.changed).then(|| self.tables.iter().map(Table::def).collect())
-    }
-
     /// The next batch or schema change and, with a transaction's last one, the LSN after it.
-    pub async fn next(&mut self) -> anyhow::Result<(Event, Option<u64>)> {
+    async fn read(&mut self) -> anyhow::Result<(Event, Option<u64>)> {
         loop {
-            if let Some(event) = self.ready.pop_front() {
-                let at = if self.ready.is_empty() { self.committed.take() } else { None };
-                if self.skip > 0 && at.is_none() {
-                    self.skip -= 1;
-                    continue;
-                }
-                self.skip = 0;
-                return Ok((event, at));
+            if let Some(next) = self.tx.pop() {
+                return Ok(next);
             }
             let event = tokio::select! {
                 event = self.client.recv() => event,
@@ -109,18 +92,15 @@ impl Follower {
                 Some(ReplicationEvent::Begin { .. }) => self.in_transaction = true,
                 Some(ReplicationEvent::Commit { end_lsn, .. }) => {
                     self.in_transaction = false;
-                    self.flush()?;
-                    if self.ready.is_empty() {
-                        self.ready.push_back(self.nothing());
-                    }
-                    self.committed = Some(end_lsn.0);
+                    self.tx.commit(&self.tables, end_lsn.0)?;
                     self.last = end_lsn.0;
                 }
                 Some(ReplicationEvent::KeepAlive { wal_end, .. }) => {
-                    if !self.in_transaction && self.open.is_empty() && wal_end.0 > self.last {
+                    // Nothing is ready (it was all handed out before this was read): an empty
+                    // batch carries the position on.
+                    if !self.in_transaction && self.tx.is_empty() && wal_end.0 > self.last {
                         self.last = wal_end.0;
-                        self.ready.push_back(self.nothing());
-                        self.committed = Some(wal_end.0);
+                        self.tx.commit(&self.tables, wal_end.0)?;
                     }
                 }
                 Some(ReplicationEvent::XLogData { data, .. }) => {
@@ -135,12 +115,6 @@ impl Follower {
         }
     }
 
-    /// An empty batch: the position moved, nothing else.
-    fn nothing(&self) -> Event {
-        let t = &self.tables[0];
-        Event::data(&t.id, Batch::new(arrow::record_batch::RecordBatch::new_empty(t.schema.clone())))
-    }
-
     async fn message(&mut self, message: LogicalReplicationMessage) -> anyhow::Result<()> {
         match message {
             LogicalReplicationMessage::Relation {
@@ -153,7 +127,7 @@ impl Follower {
                 let index = self
                     .tables
                     .iter()
-                    .position(|t| t.schema_name == *namespace && t.name == *relation_name)
+                    .position(|t| t.namespace == *namespace && t.name == *relation_name)
                     .filter(|_| self.scope.covers(&namespace, &relation_name));
                 self.relations.insert(relation_id, index);
                 let Some(index) = index else { return Ok(()) };
@@ -169,7 +143,7 @@ impl Follower {
                     .collect();
                 let mut def = old.def();
                 def.replica_identity = char::from(replica_identity);
-                if def.columns == new_columns && def.replica_identity == old.replica_identity {
+                if def.columns == new_columns && def.replica_identity == old.replica_identity() {
                     return Ok(());
                 }
                 let mut alter = Vec::new();
@@ -190,21 +164,22 @@ impl Follower {
                 }
                 def.columns = new_columns;
                 def.primary_key.retain(|k| def.columns.iter().any(|c| &c.name == k));
-                let table = Table::new(def)?;
-                self.flush()?;
+                let table = new_table(def)?;
+                self.tx.flush(&self.tables)?;
                 if !alter.is_empty() {
                     tracing::info!(
                         "`{}` changed: {}",
                         table.id,
                         alter.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
                     );
-                    self.ready.push_back(Event::SchemaChange(SchemaChange {
+                    let change = SchemaChange {
                         table: table.id.clone(),
                         schema: table.schema.clone(),
                         primary_key: table.primary_key.clone(),
                         ddl: None,
                         alter,
-                    }));
+                    };
+                    self.tx.schema_change(&self.tables, change)?;
                 }
                 self.tables[index] = table;
                 self.changed = true;
@@ -230,7 +205,7 @@ impl Follower {
                         self.push(t, RowKind::Delete, b)?;
                         self.push(t, RowKind::Insert, after)?;
                     }
-                    Some(b) if table.replica_identity == 'f' => {
+                    Some(b) if table.replica_identity() == 'f' => {
                         self.push(t, RowKind::UpdateBefore, b)?;
                         self.push(t, RowKind::UpdateAfter, after)?;
                     }
@@ -240,7 +215,7 @@ impl Follower {
             }
             LogicalReplicationMessage::Delete { relation_id, old_tuple, .. } => {
                 let Some(t) = self.table(relation_id) else { return Ok(()) };
-                if self.tables[t].primary_key.is_empty() && self.tables[t].replica_identity != 'f' {
+                if self.tables[t].primary_key.is_empty() && self.tables[t].replica_identity() != 'f' {
                     anyhow::bail!("{}", no_identity(&self.tables[t]));
                 }
                 let row = self.values(t, &old_tuple, None)?;
@@ -248,17 +223,17 @@ impl Follower {
                 self.push(t, RowKind::Delete, row)?;
             }
             LogicalReplicationMessage::Truncate { relation_ids, .. } => {
-                self.flush()?;
                 for id in relation_ids {
                     if let Some(t) = self.table(id) {
                         let t = &self.tables[t];
-                        self.ready.push_back(Event::SchemaChange(SchemaChange {
+                        let change = SchemaChange {
                             table: t.id.clone(),
                             schema: t.schema.clone(),
                             primary_key: t.primary_key.clone(),
                             ddl: Some(format!("TRUNCATE {}", t.quoted())),
                             alter: vec![Alter::Truncate],
-                        }));
+                        };
+                        self.tx.schema_change(&self.tables, change)?;
                     }
                 }
             }
@@ -338,24 +313,22 @@ impl Follower {
     }
 
     fn push(&mut self, t: usize, kind: RowKind, row: Vec<Option<String>>) -> anyhow::Result<()> {
-        if self.open.last().is_some_and(|(last, ..)| *last != t) || self.open.len() as u64 >= super::PAGE_ROWS {
-            self.flush()?;
-        }
-        self.open.push((t, kind, row));
-        Ok(())
+        self.tx.push(&self.tables, t, kind, row)
+    }
+}
+
+#[async_trait]
+impl LogFollower for Follower {
+    type At = u64;
+    type Def = TableDef;
+
+    async fn next(&mut self) -> anyhow::Result<(Event, Option<u64>)> {
+        self.read().await
     }
 
-    /// The open rows become a batch.
-    fn flush(&mut self) -> anyhow::Result<()> {
-        let Some(&(t, ..)) = self.open.first() else { return Ok(()) };
-        let table = &self.tables[t];
-        let mut builder = BatchBuilder::new(table.schema.clone()).map_err(|e| anyhow::anyhow!(e.message))?;
-        for (_, kind, row) in self.open.drain(..) {
-            let values: Vec<Value<'_>> = row.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
-            builder.push(kind, &values).map_err(|e| anyhow::anyhow!("`{}`: {}", table.id, e.message))?;
-        }
-        let batch = builder.finish().map_err(|e| anyhow::anyhow!(e.message))?;
-        self.ready.push_back(Event::data(&table.id, batch));
-        Ok(())
+    /// The tables followed, when one changed since this was last asked: called with a
+    /// transaction's last batch, when they stand as of the position after it.
+    fn take_changed_tables(&mut self) -> Option<Vec<TableDef>> {
+        std::mem::take(&mut self.changed).then(|| self.tables.iter().map(Table::def).collect())
     }
 }

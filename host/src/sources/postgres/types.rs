@@ -4,7 +4,7 @@
 
 use sluice_guest::types::DorisType;
 
-use crate::sources::mysql::types::BinaryHandling;
+use crate::sources::cdc::BinaryHandling;
 
 /// A column of a source table, from the catalog or a pgoutput relation message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -28,6 +28,24 @@ fn text(n: i32) -> DorisType {
     match u32::try_from(n) {
         Ok(n) if n > 0 && n.saturating_mul(3) <= 65533 => DorisType::Varchar(Some(n * 3)),
         _ => DorisType::String,
+    }
+}
+
+impl crate::sources::cdc::Column for PgColumn {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn nullable(&self) -> bool {
+        self.nullable
+    }
+
+    fn doris_type(&self) -> Result<DorisType, String> {
+        PgColumn::doris_type(self)
+    }
+
+    fn is_chunk_key(&self) -> bool {
+        !self.array && ["int2", "int4", "int8"].contains(&self.type_name.as_str())
     }
 }
 

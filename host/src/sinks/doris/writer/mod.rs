@@ -16,10 +16,14 @@
 //! reuses its label, so a retry after a lost reply is answered `Label Already Exists` and loads
 //! nothing twice.
 
+mod load;
+mod metrics;
+mod settings;
+
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use arrow::array::BooleanArray;
@@ -30,15 +34,20 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::DorisSink;
 use super::committer::{LabelEntry, Txn};
-use crate::doris::DorisError;
-use crate::doris::fe::{FeClient, LoadResponse, LoadStatus, TableInfo};
-use crate::doris::format::{BodyEncoder, BodyFormat, DELETE_SIGN};
+use crate::doris::fe::{FeClient, LoadResponse, TableInfo};
+use crate::doris::format::BodyEncoder;
+use crate::doris::{DorisError, Label};
+use crate::runtime::Restartable;
 use crate::runtime::dead_letter::{self, BatchRefused, DeadLetter, Refusal};
-use crate::runtime::{Restartable, is_restartable};
 use crate::state::Journal;
 use crate::{Batch, RowKind};
+use load::{
+    Finished, PART_LOADS_AT_ONCE, Part, batch_load, finish_load, gzip, load_failure, load_headers, log_reason,
+    send_chunk,
+};
+pub use metrics::SinkMetrics;
+pub use settings::{BatchMode, SinkSettings, is_valid_label};
 
 /// A failure a restart cannot mend (a bad row, a broken promise of Doris').
 fn fatal(message: impl Into<String>) -> anyhow::Error {
@@ -55,219 +64,11 @@ pub fn from_doris(e: DorisError) -> anyhow::Error {
     if e.is_transient() || matches!(e, DorisError::LoadFailed { .. }) { Restartable::caused_by(e) } else { e.into() }
 }
 
-/// Batch-mode flush thresholds.
-#[derive(Debug, Clone)]
-pub struct BatchMode {
-    pub max_rows: u64,
-    pub max_bytes: u64,
-    pub interval: Duration,
-    pub queue_size: usize,
-}
-
-/// A sink's settings, resolved from its `[[sink]]` table.
-#[derive(Debug, Clone)]
-pub struct SinkSettings {
-    pub default_db: String,
-    pub default_table: String,
-    pub label_prefix: String,
-    pub two_phase: bool,
-    pub enable_delete: bool,
-    pub ignore_update_before: bool,
-    pub buffer_size: usize,
-    pub buffer_count: usize,
-    pub max_retries: u32,
-    pub batch_mode: Option<BatchMode>,
-    /// `properties.*`, sent as Stream Load headers.
-    pub properties: Vec<(String, String)>,
-    pub format: BodyFormat,
-    pub gzip: bool,
-    pub group_commit: bool,
-    pub user_columns: bool,
-    pub read_timeout: Duration,
-    /// Stream Loads open at once per writer (`max_open_loads`).
-    pub max_open_loads: usize,
-    /// Stream Loads open at once across the writers of a `sluice serve` tenant.
-    pub load_permits: Option<Arc<tokio::sync::Semaphore>>,
-    /// The pipeline has a dead-letter target: rows Doris filters out of a load go there.
-    pub dead_letters: bool,
-}
-
-/// The label grammar of Doris: `^[-_A-Za-z0-9:]{1,128}$`.
-pub fn is_valid_label(label: &str) -> bool {
-    !label.is_empty() && label.len() <= 128 && label.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_:".contains(&b))
-}
-
-fn label_safe(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
-}
-
-impl SinkSettings {
-    /// Resolve a sink config. `default_prefix` is the pipeline's stable id.
-    pub fn new(cfg: &DorisSink, default_prefix: &str, read_timeout: Duration) -> Result<Self, (String, String)> {
-        let (db, table) = match (&cfg.table, &cfg.database) {
-            (Some(t), _) => t.split_once('.').unwrap_or(("", t.as_str())),
-            (None, Some(d)) => (d.as_str(), ""),
-            (None, None) => ("", ""),
-        };
-        let properties: Vec<(String, String)> = cfg
-            .properties
-            .iter()
-            .map(|(k, v)| {
-                let text = match v {
-                    toml::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                (k.clone(), text)
-            })
-            .collect();
-        let get = |k: &str| properties.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)).map(|(_, v)| v.clone());
-        let format = BodyFormat::from_properties(get).map_err(|m| ("sink.properties.format".to_string(), m))?;
-        let gzip = match get("compress_type").map(|c| c.to_ascii_lowercase()) {
-            None => false,
-            Some(c) if c.is_empty() => false,
-            Some(c) if c == "gz" => true,
-            Some(c) => {
-                return Err(("sink.properties.compress_type".into(), format!("expected \"gz\" or \"\", got {c:?}")));
-            }
-        };
-        if gzip && format == BodyFormat::Arrow {
-            return Err(("sink.properties.compress_type".into(), "the arrow format is not compressed".into()));
-        }
-        let group_commit = get("group_commit").is_some_and(|g| !g.eq_ignore_ascii_case("off_mode"));
-        if get("label").is_some() {
-            return Err((
-                "sink.properties.label".into(),
-                "labels are made by Sluice (see `label_prefix`); remove this property".into(),
-            ));
-        }
-        let label_prefix = cfg.label_prefix.clone().unwrap_or_else(|| default_prefix.to_string());
-        if !is_valid_label(&label_prefix) || label_prefix.len() > 64 {
-            return Err((
-                "sink.label_prefix".into(),
-                format!("{label_prefix:?}: expected 1-64 characters of A-Z, a-z, 0-9, `-`, `_` or `:`"),
-            ));
-        }
-        if format == BodyFormat::Arrow && cfg.enable_delete && !cfg.ignore.update_before {
-            return Err((
-                "sink.properties.format".into(),
-                "the arrow format cannot carry deletes; set `enable_delete = false` or use csv/json".into(),
-            ));
-        }
-        let batch_mode = cfg.enable.batch_mode.then_some(BatchMode {
-            max_rows: cfg.buffer_flush.max_rows,
-            max_bytes: cfg.buffer_flush.max_bytes.0,
-            interval: cfg.buffer_flush.interval.0,
-            queue_size: cfg.flush.queue_size as usize,
-        });
-        Ok(SinkSettings {
-            default_db: db.to_string(),
-            default_table: table.to_string(),
-            label_prefix,
-            // Group commit loads carry no label, so they cannot be pre-committed.
-            two_phase: cfg.enable_2pc && batch_mode.is_none() && !group_commit,
-            enable_delete: cfg.enable_delete,
-            ignore_update_before: cfg.ignore.update_before,
-            buffer_size: cfg.buffer_size.0.max(1) as usize,
-            buffer_count: cfg.buffer_count.max(1) as usize,
-            max_retries: cfg.max_retries,
-            batch_mode,
-            user_columns: get("columns").is_some(),
-            properties,
-            format,
-            gzip,
-            group_commit,
-            read_timeout,
-            max_open_loads: cfg.max_open_loads.max(1) as usize,
-            load_permits: None,
-            dead_letters: false,
-        })
-    }
-
-    fn label(&self, db: &str, table: &str, worker: u32, checkpoint: u64, run: u64, seq: u32) -> String {
-        let tail = if seq == 0 { String::new() } else { format!("_{seq}") };
-        let label =
-            format!("{}_{}_{}_{worker}_{checkpoint}_{run}{tail}", self.label_prefix, label_safe(db), label_safe(table));
-        if label.len() <= 128 {
-            return label;
-        }
-        use sha2::Digest;
-        let hash = sha2::Sha256::digest(format!("{db}.{table}").as_bytes());
-        let short: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
-        format!("{}_{short}_{worker}_{checkpoint}_{run}{tail}", self.label_prefix)
-    }
-}
-
-/// Counters named as the Flink connector's sink metrics.
-#[derive(Debug, Default)]
-pub struct SinkMetrics {
-    /// The pipeline's load-duration histogram.
-    pub durations: std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
-    pub total_flush_load_bytes: AtomicU64,
-    pub flush_total_number_rows: AtomicU64,
-    pub total_flush_loaded_rows: AtomicU64,
-    pub total_flush_time_ms: AtomicU64,
-    pub total_flush_succeeded_number: AtomicU64,
-    pub total_flush_failed_number: AtomicU64,
-    pub total_flush_filtered_rows: AtomicU64,
-    pub total_flush_unselected_rows: AtomicU64,
-    pub begin_txn_time_ms: AtomicU64,
-    pub put_data_time_ms: AtomicU64,
-    pub read_data_time_ms: AtomicU64,
-    pub write_data_time_ms: AtomicU64,
-    pub commit_and_publish_time_ms: AtomicU64,
-    pub load_time_ms: AtomicU64,
-    /// Batch-mode loads tried again under their label.
-    pub load_retries: AtomicU64,
-}
-
-impl SinkMetrics {
-    fn record(&self, r: &LoadResponse, elapsed: Duration) {
-        if let Some(h) = self.durations.get() {
-            h.observe(elapsed.as_secs_f64());
-        }
-        let add = |c: &AtomicU64, v: i64| c.fetch_add(v.max(0) as u64, Ordering::Relaxed);
-        add(&self.total_flush_load_bytes, r.load_bytes);
-        add(&self.flush_total_number_rows, r.number_total_rows);
-        add(&self.total_flush_loaded_rows, r.number_loaded_rows);
-        add(&self.total_flush_filtered_rows, r.number_filtered_rows);
-        add(&self.total_flush_unselected_rows, r.number_unselected_rows);
-        add(&self.total_flush_time_ms, elapsed.as_millis() as i64);
-        add(&self.begin_txn_time_ms, r.begin_txn_time_ms);
-        add(&self.put_data_time_ms, r.stream_load_put_time_ms);
-        add(&self.read_data_time_ms, r.read_data_time_ms);
-        add(&self.write_data_time_ms, r.write_data_time_ms);
-        add(&self.commit_and_publish_time_ms, r.commit_and_publish_time_ms);
-        add(&self.load_time_ms, r.load_time_ms);
-        self.total_flush_succeeded_number.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// `(name, value)` pairs in the connector's names.
-    pub fn values(&self) -> Vec<(&'static str, u64)> {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        vec![
-            ("totalFlushLoadBytes", g(&self.total_flush_load_bytes)),
-            ("flushTotalNumberRows", g(&self.flush_total_number_rows)),
-            ("totalFlushLoadedRows", g(&self.total_flush_loaded_rows)),
-            ("totalFlushTimeMs", g(&self.total_flush_time_ms)),
-            ("totalFlushSucceededNumber", g(&self.total_flush_succeeded_number)),
-            ("totalFlushFailedNumber", g(&self.total_flush_failed_number)),
-            ("totalFlushFilteredRows", g(&self.total_flush_filtered_rows)),
-            ("totalFlushUnselectedRows", g(&self.total_flush_unselected_rows)),
-            ("beginTxnTimeMs", g(&self.begin_txn_time_ms)),
-            ("putDataTimeMs", g(&self.put_data_time_ms)),
-            ("readDataTimeMs", g(&self.read_data_time_ms)),
-            ("writeDataTimeMs", g(&self.write_data_time_ms)),
-            ("commitAndPublishTimeMs", g(&self.commit_and_publish_time_ms)),
-            ("loadTimeMs", g(&self.load_time_ms)),
-        ]
-    }
-}
-
 type LoadTask = JoinHandle<Result<LoadResponse, DorisError>>;
 
 /// A Stream Load whose body is still being written.
 struct OpenLoad {
-    label: Option<String>,
+    label: Option<Label>,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     /// Set when the body is complete; until then a closed channel breaks the body off.
     ended: Arc<std::sync::atomic::AtomicBool>,
@@ -458,8 +259,7 @@ impl DorisWriter {
         // fsync), then loaded a few at a time; each part refused is split for the next round.
         let mut round = vec![(0, rows.num_rows())];
         while !round.is_empty() {
-            let labels: Vec<String> =
-                round.iter().map(|_| self.journal_label(target)).collect::<anyhow::Result<_>>()?;
+            let labels: Vec<Label> = round.iter().map(|_| self.journal_label(target)).collect::<anyhow::Result<_>>()?;
             self.sync_journal().await?;
             let this = &*self;
             let loads: Vec<_> = round
@@ -477,7 +277,7 @@ impl DorisWriter {
                     Part::Refused { label, reason } if len == 1 => {
                         let kind = if signs[at] == 1 { RowKind::Delete } else { RowKind::Insert };
                         let one = Batch { table: None, data: rows.slice(at, 1), row_kinds: vec![kind] };
-                        let refusal = Refusal::Doris { label };
+                        let refusal = Refusal::Doris { label: label.into() };
                         self.letters.push(dead_letter::letter(&format!("{db}.{table}"), &one, 0, refusal, reason));
                     }
                     Part::Refused { .. } => {
@@ -493,7 +293,7 @@ impl DorisWriter {
     }
 
     /// A new label for a load of `target` in this checkpoint, journaled (not yet synced).
-    fn journal_label(&mut self, target: &str) -> anyhow::Result<String> {
+    fn journal_label(&mut self, target: &str) -> anyhow::Result<Label> {
         let ts = self.tables.get_mut(target).expect("a table with a load");
         let label = self.settings.label(&ts.db, &ts.table, self.worker, self.checkpoint, self.run, ts.seq);
         ts.seq += 1;
@@ -514,7 +314,7 @@ impl DorisWriter {
         &self,
         db: &str,
         table: &str,
-        label: String,
+        label: Label,
         rows: arrow::record_batch::RecordBatch,
         signs: &[u8],
         with_sign: bool,
@@ -562,7 +362,7 @@ impl DorisWriter {
     /// the lines Doris logged), and say how many more it filtered than it logged.
     async fn letters_from_log(&mut self, done: &Finished) {
         let target = format!("{}.{}", done.db, done.table);
-        let refusal = Refusal::Doris { label: done.label.clone() };
+        let refusal = Refusal::Doris { label: done.label.to_string() };
         let log = match done.error_url.as_deref().filter(|u| !u.is_empty()) {
             Some(url) => self.client.error_log(url, usize::MAX).await,
             None => String::new(),
@@ -914,255 +714,4 @@ fn shape_rows(
     }
     let data = filter_record_batch(&batch.data, &BooleanArray::from(keep))?;
     Ok((data, signs))
-}
-
-fn load_headers(
-    settings: &SinkSettings,
-    label: Option<&str>,
-    columns: &[String],
-    with_sign: bool,
-    two_phase: bool,
-) -> Vec<(String, String)> {
-    let mut headers: Vec<(String, String)> = Vec::new();
-    if let Some(l) = label {
-        headers.push(("label".into(), l.into()));
-    }
-    if settings.format == BodyFormat::Json {
-        headers.push(("read_json_by_line".into(), "true".into()));
-    }
-    if !settings.user_columns && settings.format != BodyFormat::Json {
-        let mut cols: Vec<String> = columns.iter().map(|c| format!("`{}`", c.replace('`', "``"))).collect();
-        if with_sign {
-            cols.push(DELETE_SIGN.into());
-        }
-        headers.push(("columns".into(), cols.join(",")));
-    }
-    if with_sign {
-        headers.push(("hidden_columns".into(), DELETE_SIGN.into()));
-    }
-    for (k, v) in &settings.properties {
-        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(k));
-        headers.push((k.clone(), v.clone()));
-    }
-    if two_phase {
-        headers.push(("two_phase_commit".into(), "true".into()));
-    }
-    headers
-}
-
-fn gzip(body: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut gz = GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
-    gz.write_all(body)?;
-    Ok(gz.finish()?)
-}
-
-/// Hand a chunk to the load; a Doris that stops reading for `read_timeout` fails the load.
-async fn send_chunk(
-    open: &mut OpenLoad,
-    chunk: Bytes,
-    settings: &SinkSettings,
-    db: &str,
-    table: &str,
-) -> anyhow::Result<()> {
-    match tokio::time::timeout(settings.read_timeout, open.tx.send(Ok(chunk))).await {
-        Ok(Ok(())) => Ok(()),
-        // The request ended early: its task has the reason.
-        Ok(Err(_)) => match open.task.take().expect("task present while the body is written").await {
-            Ok(Err(e)) => Err(from_doris(e)),
-            Ok(Ok(r)) => Err(retry(format!(
-                "stream load of `{db}.{table}` (label `{}`) ended before its body: {}: {}",
-                r.label, r.status, r.message
-            ))),
-            Err(e) => Err(retry(format!("stream load of `{db}.{table}`: {e}"))),
-        },
-        Err(_) => Err(retry(format!(
-            "stream load of `{db}.{table}`{}: Doris read nothing for {:?} (`request_read_timeout`)",
-            open.label.as_deref().map(|l| format!(" (label `{l}`)")).unwrap_or_default(),
-            settings.read_timeout
-        ))),
-    }
-}
-
-/// A load that Doris answered.
-struct Finished {
-    db: String,
-    table: String,
-    label: String,
-    /// With 2PC: its pre-committed transaction.
-    txn: Option<Txn>,
-    /// Rows Doris filtered out of it (`NumberFilteredRows`).
-    filtered: u64,
-    error_url: Option<String>,
-}
-
-/// How a part of a load's rows fared alone (see [`DorisWriter::set_aside`]).
-/// How many loads of one round of [`Writer::set_aside`] are under way at once.
-const PART_LOADS_AT_ONCE: usize = 4;
-
-enum Part {
-    Loaded(Txn),
-    Refused { label: String, reason: String },
-}
-
-/// The reason of an error log line (`Reason: <reason>. src line [<row>]; `, or in newer Doris
-/// `Error: <reason>. Row: <row>`).
-fn log_reason(line: &str) -> Option<&str> {
-    let line = line.lines().next()?.trim();
-    let rest = line.strip_prefix("Reason: ").or_else(|| line.strip_prefix("Error: "))?;
-    Some(rest.split_once(". src line [").or_else(|| rest.split_once(". Row: ")).map_or(rest, |(r, _)| r).trim())
-}
-
-/// End a streaming load's body and read its reply.
-async fn finish_load(
-    client: &FeClient,
-    metrics: &SinkMetrics,
-    settings: &SinkSettings,
-    db: &str,
-    table: &str,
-    mut open: OpenLoad,
-) -> anyhow::Result<Finished> {
-    if let Some(gz) = open.gz.take() {
-        let mut tail = gz.finish()?;
-        open.buf.append(&mut tail);
-    }
-    open.encoder.finish(&mut open.buf).map_err(fatal)?;
-    if !open.buf.is_empty() {
-        let chunk = Bytes::from(std::mem::take(&mut open.buf));
-        send_chunk(&mut open, chunk, settings, db, table).await?;
-    }
-    let task = open.task.take().expect("task present while the body is written");
-    open.ended.store(true, Ordering::Release);
-    let (tx, _) = mpsc::channel(1);
-    drop(std::mem::replace(&mut open.tx, tx));
-    let (started, label) = (open.started, open.label.clone().unwrap_or_default());
-    let reply = match tokio::time::timeout(settings.read_timeout, task).await {
-        Ok(Ok(Ok(r))) => r,
-        Ok(Ok(Err(e))) => {
-            metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
-            return Err(from_doris(e));
-        }
-        Ok(Err(e)) => return Err(retry(format!("stream load of `{db}.{table}` (label `{label}`): {e}"))),
-        Err(_) => {
-            return Err(retry(format!(
-                "stream load of `{db}.{table}` (label `{label}`): no reply within {:?} of its end (`request_read_timeout`)",
-                settings.read_timeout
-            )));
-        }
-    };
-    if !reply.is_success() {
-        metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
-        return Err(load_failure(client, db, table, &reply).await);
-    }
-    metrics.record(&reply, started.elapsed());
-    if reply.number_filtered_rows > 0 {
-        tracing::warn!(
-            table = %format!("{db}.{table}"),
-            label = %reply.label,
-            filtered = reply.number_filtered_rows,
-            error_url = reply.error_url.as_deref().unwrap_or(""),
-            "Doris filtered rows of a load"
-        );
-    }
-    let mut done = Finished {
-        db: db.into(),
-        table: table.into(),
-        label: reply.label.clone(),
-        txn: None,
-        filtered: reply.number_filtered_rows.max(0) as u64,
-        error_url: reply.error_url.clone(),
-    };
-    if !settings.two_phase {
-        return Ok(done);
-    }
-    if reply.two_phase_commit.as_deref() != Some("true") {
-        return Err(fatal(format!(
-            "stream load of `{db}.{table}` (label `{label}`) was not pre-committed although `two_phase_commit: true` was sent"
-        )));
-    }
-    done.txn = Some(Txn { db: db.into(), table: table.into(), label: reply.label, txn_id: reply.txn_id });
-    Ok(done)
-}
-
-/// A failed load as an error with Doris' `Status`, `Message` and the first lines of its error log.
-async fn load_failure(client: &FeClient, db: &str, table: &str, reply: &LoadResponse) -> anyhow::Error {
-    let errors = match &reply.error_url {
-        Some(url) if !url.is_empty() => {
-            let log = client.error_log(url, 5).await;
-            format!("; see {url}{}", if log.is_empty() { String::new() } else { format!(":\n{log}") })
-        }
-        _ => String::new(),
-    };
-    // Rows that Doris refuses are refused again on a retry.
-    let data_quality = reply.is_data_quality();
-    let e = DorisError::LoadFailed {
-        table: format!("{db}.{table}"),
-        label: reply.label.clone(),
-        status: reply.status.clone(),
-        message: reply.message.clone(),
-        errors,
-    };
-    if data_quality { e.into() } else { Restartable::caused_by(e) }
-}
-
-/// One batch-mode load with retries under the same label.
-#[allow(clippy::too_many_arguments)]
-async fn batch_load(
-    client: &FeClient,
-    metrics: &SinkMetrics,
-    settings: &SinkSettings,
-    db: &str,
-    table: &str,
-    label: Option<&str>,
-    headers: &[(String, String)],
-    body: Bytes,
-) -> anyhow::Result<Option<Finished>> {
-    use backon::BackoffBuilder;
-    let started = Instant::now();
-    let mut attempt = 0u32;
-    let mut waits = crate::retry::backoff(Duration::from_millis(500), settings.max_retries as usize).build();
-    loop {
-        let timeout = settings.read_timeout + Duration::from_secs(body.len() as u64 / (1 << 20));
-        let permit = match &settings.load_permits {
-            Some(p) => Some(p.clone().acquire_owned().await?),
-            None => None,
-        };
-        let result = client.load(db, table, headers, reqwest::Body::from(body.clone()), Some(timeout)).await;
-        drop(permit);
-        let failure = match result {
-            Ok(r) if r.is_success() => {
-                metrics.record(&r, started.elapsed());
-                return Ok(Some(Finished {
-                    db: db.into(),
-                    table: table.into(),
-                    label: r.label,
-                    txn: None,
-                    filtered: r.number_filtered_rows.max(0) as u64,
-                    error_url: r.error_url,
-                }));
-            }
-            Ok(r) => match r.load_status() {
-                // An earlier attempt got through and its reply was lost.
-                LoadStatus::LabelAlreadyExists { existing } if existing == "FINISHED" || existing == "VISIBLE" => {
-                    tracing::info!(label = label.unwrap_or(""), "load already done by an earlier attempt");
-                    metrics.total_flush_succeeded_number.fetch_add(1, Ordering::Relaxed);
-                    return Ok(None);
-                }
-                _ => load_failure(client, db, table, &r).await,
-            },
-            Err(e) => from_doris(e),
-        };
-        let wait = waits.next().filter(|_| is_restartable(&failure));
-        let Some(wait) = wait else {
-            metrics.total_flush_failed_number.fetch_add(1, Ordering::Relaxed);
-            return Err(failure);
-        };
-        attempt += 1;
-        metrics.load_retries.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            label = label.unwrap_or(""),
-            attempt,
-            "load failed, retrying with the same label in {wait:?}: {failure}"
-        );
-        tokio::time::sleep(wait).await;
-    }
 }

@@ -1,0 +1,319 @@
+//! What the database sources (`mysql`, `postgres`) share: the shape of a change-data-capture
+//! source, written once.
+//!
+//! A CDC source lists the tables of one database (or schema) whose names its `include` /
+//! `exclude` patterns cover, announces each (a schema change, so a sink can create the table),
+//! reads them in key chunks dealt to the workers ([`snapshot`]: the enumerator, the readers and
+//! their positions) and then, on worker 0, follows the server's change log a transaction at a
+//! time ([`log`]: the batches of a transaction and the position after it). What differs between
+//! servers is a [`Dialect`] (how to quote, select and read a page, where a chunk's key bounds lie,
+//! how to open the log) and its [`LogFollower`] (the binlog, pgoutput): a new CDC source is one of
+//! each, plus its options.
+
+mod chunks;
+pub(crate) mod log;
+pub(crate) mod snapshot;
+
+use std::fmt::Debug;
+
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sluice_guest::types::{ColumnDef, DorisType, arrow_schema};
+
+use crate::runtime::{Event, SchemaChange, TableId};
+pub(crate) use snapshot::Enumerator;
+
+/// Rows per page of a snapshot chunk, and at most per batch of a transaction.
+pub(crate) const PAGE_ROWS: u64 = 4096;
+
+/// How the bytes of BLOB / BINARY / VARBINARY (MySQL) and BYTEA (PostgreSQL) columns reach
+/// Doris' STRING (the source's `binary_handling`, after Debezium's `binary.handling.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryHandling {
+    /// As text when they are UTF-8; other bytes are an error naming the column.
+    #[default]
+    Text,
+    Base64,
+    Hex,
+}
+
+impl BinaryHandling {
+    /// `bytes` of `what` (a column) as the text Doris gets.
+    pub fn encode(self, bytes: &[u8], what: &str) -> Result<String, String> {
+        use base64::Engine;
+        match self {
+            BinaryHandling::Base64 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            BinaryHandling::Hex => Ok(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+            BinaryHandling::Text => String::from_utf8(bytes.to_vec()).map_err(|_| {
+                format!(
+                    "{what} holds bytes that are not UTF-8 text; set `binary_handling = \"base64\"` (or \"hex\") on the source to load them encoded"
+                )
+            }),
+        }
+    }
+}
+
+/// The tables a source follows — those of `namespace` (a MySQL database, a PostgreSQL schema)
+/// whose names `include` matches and `exclude` does not (whole names) — and how their values
+/// are shown.
+#[derive(Debug)]
+pub(crate) struct Scope {
+    pub namespace: String,
+    include: regex::Regex,
+    exclude: Option<regex::Regex>,
+    pub binary: BinaryHandling,
+    /// `server_time_zone`: where instants (MySQL TIMESTAMP, PostgreSQL TIMESTAMPTZ) are shown
+    /// (none: UTC).
+    pub zone: Option<chrono_tz::Tz>,
+}
+
+impl Scope {
+    /// The scope of a source's options, or the key at fault and why.
+    pub fn new(
+        namespace: &str,
+        tables: &TablePatterns<'_>,
+        binary: BinaryHandling,
+        zone: Option<chrono_tz::Tz>,
+    ) -> Result<Scope, (String, String)> {
+        let (include, exclude) = tables.compile()?;
+        Ok(Scope { namespace: namespace.to_string(), include, exclude, binary, zone })
+    }
+
+    pub fn covers(&self, namespace: &str, name: &str) -> bool {
+        namespace == self.namespace
+            && self.include.is_match(name)
+            && !self.exclude.as_ref().is_some_and(|x| x.is_match(name))
+    }
+
+    /// An instant, `micros` after the epoch, as wall time in the source's zone.
+    pub fn wall_time(&self, micros: i64) -> String {
+        crate::sources::wall_time(self.zone, micros)
+    }
+}
+
+/// A source's table options as written: `include`, `exclude` and `chunk_size`.
+pub(crate) struct TablePatterns<'a> {
+    pub include: &'a str,
+    pub exclude: Option<&'a str>,
+    pub chunk_size: u64,
+}
+
+impl TablePatterns<'_> {
+    fn compile(&self) -> Result<(regex::Regex, Option<regex::Regex>), (String, String)> {
+        let include = crate::sources::regex("source.include", self.include)?;
+        let exclude = self.exclude.map(|x| crate::sources::regex("source.exclude", x)).transpose()?;
+        Ok((include, exclude))
+    }
+
+    /// The checks every CDC source makes of these keys.
+    pub fn validate(&self) -> crate::pipeline::Checked {
+        self.compile()?;
+        if self.chunk_size == 0 {
+            return Err(("source.chunk_size".into(), "must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// What to say when no table of `place` matches.
+    pub fn none_match(&self, place: &str, what: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "no table of `{place}` matches include = {:?}{}; check {what} and the patterns",
+            self.include,
+            self.exclude.map(|x| format!(" and exclude = {x:?}")).unwrap_or_default()
+        )
+    }
+}
+
+/// A source column as the shared code needs it.
+pub(crate) trait Column: Clone + Debug + Send + Sync + 'static {
+    fn name(&self) -> &str;
+    fn nullable(&self) -> bool;
+    /// The Doris type of the column, or why there is none.
+    fn doris_type(&self) -> Result<DorisType, String>;
+    /// Whether chunks and keyset pages can run on it: an integer whose values fit an `i64`.
+    fn is_chunk_key(&self) -> bool;
+}
+
+/// A source table: its columns, key and Arrow schema, and what the dialect keeps besides
+/// (`extra`: MySQL's ENUM/SET labels, PostgreSQL's replica identity).
+#[derive(Debug, Clone)]
+pub(crate) struct Table<C, X> {
+    pub id: TableId,
+    /// The database (MySQL) or schema (PostgreSQL) it is in.
+    pub namespace: String,
+    pub name: String,
+    pub columns: Vec<C>,
+    pub primary_key: Vec<String>,
+    pub schema: SchemaRef,
+    pub extra: X,
+}
+
+impl<C: Column, X> Table<C, X> {
+    /// The table `namespace.name`; an error names it and the column without a Doris type.
+    pub fn new(
+        namespace: &str,
+        name: &str,
+        columns: Vec<C>,
+        primary_key: Vec<String>,
+        extra: X,
+    ) -> anyhow::Result<Table<C, X>> {
+        let defs = columns
+            .iter()
+            .map(|c| Ok(ColumnDef::new(c.name(), c.doris_type()?, c.nullable())))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| anyhow::anyhow!("table `{namespace}.{name}`: {e}"))?;
+        Ok(Table {
+            id: TableId::new(format!("{namespace}.{name}")),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            columns,
+            primary_key,
+            schema: arrow_schema(&defs),
+            extra,
+        })
+    }
+}
+
+/// A source table as the shared reader sees it.
+pub(crate) trait CdcTable: Clone + Send + Sync + 'static {
+    fn id(&self) -> &TableId;
+    /// The table's own name (chunks are ordered and kept in positions by it).
+    fn name(&self) -> &str;
+    fn schema(&self) -> &SchemaRef;
+    fn primary_key(&self) -> &[String];
+    /// The single integer key column keyset pages and chunks run on, if the table has one.
+    fn integer_key(&self) -> Option<&str>;
+    /// The index of column `name`.
+    fn column(&self, name: &str) -> Option<usize>;
+
+    /// The table's schema, as a sink learns it.
+    fn announce(&self) -> SchemaChange {
+        SchemaChange::announce(self.id(), self.schema().clone(), self.primary_key().to_vec())
+    }
+
+    /// A batch of no rows: a position moved, nothing else.
+    fn nothing(&self) -> Event {
+        let empty = arrow::record_batch::RecordBatch::new_empty(self.schema().clone());
+        Event::data(self.id(), sluice_guest::batch::Batch::new(empty))
+    }
+}
+
+impl<C: Column, X: Clone + Send + Sync + 'static> CdcTable for Table<C, X> {
+    fn id(&self) -> &TableId {
+        &self.id
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn primary_key(&self) -> &[String] {
+        &self.primary_key
+    }
+
+    fn integer_key(&self) -> Option<&str> {
+        let [key] = self.primary_key.as_slice() else { return None };
+        self.columns.iter().find(|c| c.name() == key).filter(|c| c.is_chunk_key()).map(|_| key.as_str())
+    }
+
+    fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name() == name)
+    }
+}
+
+/// Where worker 0 stands in the change log, kept flat in its position (each dialect keeps its
+/// own keys, so positions written before stay readable).
+pub(crate) trait LogState:
+    Default + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    /// A position in the log: where a transaction ends.
+    type At: Clone + Debug + Send + Sync + 'static;
+
+    /// The position after the last transaction returned, if any.
+    fn at(&self) -> Option<Self::At>;
+    /// Where a new run begins, when the dialect keeps it (MySQL's binlog position, taken before
+    /// the snapshot); a dialect whose server keeps it (a PostgreSQL slot) keeps nothing.
+    fn begin(&mut self, start: Option<Self::At>);
+    /// Batches of the transaction after [`LogState::at`] already returned.
+    fn skip(&self) -> u64;
+    /// A transaction ended at `at`.
+    fn advance(&mut self, at: Self::At);
+    /// One more batch of the open transaction was returned.
+    fn step(&mut self);
+}
+
+/// A log follower: the server's changes to the tables followed, a transaction at a time.
+#[async_trait]
+pub(crate) trait LogFollower: Send {
+    type At;
+    type Def;
+    /// The next batch or schema change and, with a transaction's last, the position after it.
+    async fn next(&mut self) -> anyhow::Result<(Event, Option<Self::At>)>;
+    /// The tables followed, when one changed since this was last asked (called with a
+    /// transaction's last event, when they stand as of the position after it).
+    fn take_changed_tables(&mut self) -> Option<Vec<Self::Def>>;
+}
+
+/// What one database server does differently: one per CDC source type, made for a run (it may
+/// hold the run's shared state: a PostgreSQL snapshot exported by the slot's session).
+#[async_trait]
+pub(crate) trait Dialect: Send + Sync + 'static {
+    type Table: CdcTable;
+    /// A table as a position keeps it.
+    type Def: Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static;
+    type Log: LogState;
+    /// A reader's connection while it reads its chunks.
+    type Session: Send + 'static;
+    type Follower: LogFollower<At = <Self::Log as LogState>::At, Def = Self::Def>;
+
+    /// The source's type, as positions are named in errors.
+    const KIND: &'static str;
+
+    /// `name` quoted as an identifier.
+    fn quote(&self, name: &str) -> String;
+    /// `SELECT <columns> FROM <table>`, to which a page's range, order and limit are added.
+    fn select(&self, t: &Self::Table) -> String;
+    /// The order of a table without a key's pages (none: the server's).
+    fn keyless_order(&self) -> Option<&'static str> {
+        None
+    }
+    /// A session for reading chunks, inside `snapshot` (one the log exported) when given.
+    async fn session(&self, snapshot: Option<&str>) -> anyhow::Result<Self::Session>;
+    /// The session's end (its transaction's).
+    async fn close(&self, _session: Self::Session) {}
+    /// The rows of `sql` (a page of `t`), each value as the text Doris gets.
+    async fn rows(
+        &self,
+        session: &mut Self::Session,
+        t: &Self::Table,
+        sql: &str,
+    ) -> anyhow::Result<Vec<Vec<Option<String>>>>;
+    /// The lowest and highest value of integer column `key` of `t` (none: the table is empty).
+    async fn bounds(
+        &self,
+        session: &mut Self::Session,
+        t: &Self::Table,
+        key: &str,
+    ) -> anyhow::Result<Option<(i64, i64)>>;
+    /// A table kept in a position, as the follower reads it again.
+    fn table(&self, def: &Self::Def) -> anyhow::Result<Self::Table>;
+    /// The log from `at`, leaving out the first `skip` batches of the first transaction, with the
+    /// tables as they stand there.
+    async fn follow(
+        &self,
+        at: <Self::Log as LogState>::At,
+        skip: u64,
+        tables: Vec<Self::Table>,
+    ) -> anyhow::Result<Self::Follower>;
+    /// A checkpoint of these positions is complete (committed in Doris).
+    async fn on_checkpoint_complete(&self, _positions: &[serde_json::Value]) -> anyhow::Result<()> {
+        Ok(())
+    }
+}

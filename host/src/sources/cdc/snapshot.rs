@@ -1,0 +1,296 @@
+//! A CDC source's run: the enumerator that cuts the tables into key chunks and deals them to the
+//! workers, and each worker's reader — its chunks page by page, then (worker 0) the log.
+//!
+//! Worker `w` of `n` reads the chunks whose start falls to it, with keyset pages (`WHERE key >=
+//! cursor … ORDER BY key LIMIT …`), so its position is the chunk and the next key, and a restart
+//! reads nothing twice. With several workers, `initial` follows the log only once every worker's
+//! part of the snapshot is in a completed checkpoint, so no snapshot row can land after a newer
+//! change.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use sluice_guest::batch::{BatchBuilder, RowKind, Value};
+use tokio::sync::watch;
+
+use super::chunks::{Chunk, ChunkCursor, resume};
+use super::{CdcTable, Dialect, LogFollower, LogState, PAGE_ROWS};
+use crate::runtime::{Event, Position, SourceReader, SplitEnumerator, TableId};
+use crate::sources::StartupMode;
+
+/// A reader's position: where it stands in its chunks and, for worker 0, in the log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(bound(serialize = "L: Serialize, D: Serialize", deserialize = "L: LogState, D: serde::de::DeserializeOwned"))]
+pub(crate) struct CdcPosition<L, D> {
+    #[serde(flatten)]
+    pub chunk: ChunkCursor,
+    #[serde(flatten)]
+    pub log: L,
+    /// Worker 0, once a table changed in the log: every table followed, with its columns as of
+    /// the log position (the rows after it are read with these).
+    #[serde(default = "Option::default", skip_serializing_if = "Option::is_none")]
+    pub tables: Option<Vec<D>>,
+}
+
+impl<L: Default, D> Default for CdcPosition<L, D> {
+    fn default() -> Self {
+        CdcPosition { chunk: ChunkCursor::default(), log: L::default(), tables: None }
+    }
+}
+
+impl<L: LogState, D: Serialize + serde::de::DeserializeOwned> Position for CdcPosition<L, D> {}
+
+type PositionOf<D> = CdcPosition<<D as Dialect>::Log, <D as Dialect>::Def>;
+type At<D> = <<D as Dialect>::Log as LogState>::At;
+
+/// A run of a CDC source, before its chunks are cut.
+pub(crate) struct Enumerator<D: Dialect> {
+    pub dialect: Arc<D>,
+    pub tables: Arc<Vec<D::Table>>,
+    /// `scan.startup.mode` (or `schema-only`).
+    pub mode: StartupMode,
+    pub chunk_size: u64,
+    /// Where worker 0 starts following the log on a fresh run (none: it does not follow).
+    pub log_start: Option<At<D>>,
+    /// The snapshot the log exported for this run, which a reader starting afresh reads in.
+    pub snapshot: Option<String>,
+}
+
+impl<D: Dialect> Enumerator<D> {
+    /// The positions of a restored run (none for a reader that has none).
+    pub fn restore(restored: &[Option<serde_json::Value>]) -> anyhow::Result<Vec<Option<PositionOf<D>>>> {
+        restored.iter().map(|p| p.as_ref().map(|v| PositionOf::<D>::restore(Some(v), D::KIND)).transpose()).collect()
+    }
+
+    /// The enumerator of a run of `positions.len()` readers: the chunks of every table (none
+    /// once every reader's are read, or when only the log is read).
+    pub async fn start(self, positions: &[Option<PositionOf<D>>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
+        let fresh = positions.iter().all(Option::is_none);
+        let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
+        let gate = (self.mode == StartupMode::Initial && positions.len() > 1).then(|| watch::channel(snapshot_done).0);
+        // The chunk widths of a snapshot under way stay as it began.
+        let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
+        let mut chunks = Vec::new();
+        if !self.mode.log_only() && !snapshot_done {
+            let mut session = None;
+            for (i, t) in self.tables.iter().enumerate() {
+                let Some(key) = t.integer_key().filter(|_| self.mode != StartupMode::SchemaOnly) else {
+                    chunks.push(Chunk::whole(i));
+                    continue;
+                };
+                if session.is_none() {
+                    session = Some(self.dialect.session(None).await?);
+                }
+                let bounds = self.dialect.bounds(session.as_mut().expect("opened above"), t, key).await?;
+                let step =
+                    *steps.entry(t.name().to_string()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
+                chunks.extend(Chunk::split(i, bounds, step));
+            }
+            if let Some(session) = session {
+                self.dialect.close(session).await;
+            }
+        }
+        Ok(Box::new(Chunks {
+            dialect: self.dialect,
+            tables: self.tables,
+            chunks,
+            readers: positions.len(),
+            steps,
+            log_start: self.log_start,
+            snapshot: self.snapshot,
+            schema_only: self.mode == StartupMode::SchemaOnly,
+            gate,
+        }))
+    }
+}
+
+/// The chunks of a run, dealt to the readers.
+struct Chunks<D: Dialect> {
+    dialect: Arc<D>,
+    tables: Arc<Vec<D::Table>>,
+    chunks: Vec<Chunk>,
+    readers: usize,
+    /// The chunk width of each table, kept in every position.
+    steps: BTreeMap<String, u64>,
+    log_start: Option<At<D>>,
+    snapshot: Option<String>,
+    schema_only: bool,
+    /// See the module's documentation: turns true once every reader's chunks are checkpointed.
+    gate: Option<watch::Sender<bool>>,
+}
+
+#[async_trait]
+impl<D: Dialect> SplitEnumerator for Chunks<D> {
+    async fn on_checkpoint_complete(&mut self, _id: u64, positions: &[serde_json::Value]) -> anyhow::Result<()> {
+        if let Some(gate) = &self.gate
+            && positions.iter().all(|p| p.get("done").and_then(|d| d.as_bool()) == Some(true))
+        {
+            gate.send_replace(true);
+        }
+        self.dialect.on_checkpoint_complete(positions).await
+    }
+
+    async fn reader(
+        &mut self,
+        worker: usize,
+        position: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Box<dyn SourceReader>> {
+        let mut position = PositionOf::<D>::restore(position, D::KIND)?;
+        let names = |t: usize| self.tables[t].name().to_string();
+        let (chunks, inside) = resume(&self.chunks, self.readers, worker, &position.chunk, names);
+        let resumed = position.chunk.table.is_some() || position.chunk.done;
+        if !inside && !position.chunk.done {
+            position.chunk = ChunkCursor::default();
+        }
+        position.chunk.steps = self.steps.clone();
+        let log_start = if worker == 0 { self.log_start.clone() } else { None };
+        if worker == 0 {
+            position.log.begin(log_start.clone());
+        } else {
+            position.log = D::Log::default();
+            position.tables = None;
+        }
+        Ok(Box::new(Reader::<D> {
+            dialect: self.dialect.clone(),
+            tables: self.tables.clone(),
+            follows: log_start.is_some() || position.log.at().is_some(),
+            log_start,
+            chunks,
+            position,
+            snapshot: if resumed { None } else { self.snapshot.clone() },
+            session: None,
+            schema_only: self.schema_only,
+            announced: HashSet::new(),
+            gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
+            follower: None,
+        }))
+    }
+}
+
+/// One worker's share: its chunks, then (worker 0) the log.
+struct Reader<D: Dialect> {
+    dialect: Arc<D>,
+    tables: Arc<Vec<D::Table>>,
+    /// Chunks still to read, the current one first.
+    chunks: VecDeque<Chunk>,
+    position: PositionOf<D>,
+    /// The exported snapshot this reader's session reads in.
+    snapshot: Option<String>,
+    session: Option<D::Session>,
+    /// Announce the tables only.
+    schema_only: bool,
+    /// Tables whose schema this run has sent.
+    announced: HashSet<TableId>,
+    /// Whether this reader follows the log after its chunks, and from where on a fresh run.
+    follows: bool,
+    log_start: Option<At<D>>,
+    gate: Option<watch::Receiver<bool>>,
+    follower: Option<D::Follower>,
+}
+
+impl<D: Dialect> Reader<D> {
+    /// The next page of `chunk` of `t`: `SELECT … FROM t` and its range, order and limit.
+    fn page(&self, t: &D::Table, chunk: &Chunk) -> String {
+        let quote = |k: &String| self.dialect.quote(k);
+        let order: Vec<String> = t.primary_key().iter().map(quote).collect();
+        let order =
+            if order.is_empty() { self.dialect.keyless_order().map(str::to_string) } else { Some(order.join(", ")) };
+        let key = t.integer_key().map(|k| self.dialect.quote(k));
+        let tail = self.position.chunk.page(chunk, key.as_deref(), order.as_deref(), PAGE_ROWS);
+        format!("{}{tail}", self.dialect.select(t))
+    }
+
+    /// Every chunk is read: the log's next event (worker 0 of a mode that follows it), else the end.
+    async fn follow(&mut self) -> anyhow::Result<Option<Event>> {
+        if let Some(session) = self.session.take() {
+            self.dialect.close(session).await;
+        }
+        if !self.follows {
+            return Ok(None);
+        }
+        if self.follower.is_none() {
+            // The tables as of the log position: as a change in the log left them, or as found at
+            // the start.
+            let tables = match &self.position.tables {
+                Some(defs) => defs.iter().map(|d| self.dialect.table(d)).collect::<anyhow::Result<Vec<_>>>()?,
+                None => self.tables.to_vec(),
+            };
+            if let Some(t) = tables.iter().find(|t| !self.announced.contains(t.id())) {
+                self.announced.insert(t.id().clone());
+                return Ok(Some(Event::SchemaChange(t.announce())));
+            }
+            if let Some(mut gate) = self.gate.take() {
+                tracing::debug!("waiting for every worker's part of the snapshot to be checkpointed");
+                if gate.wait_for(|done| *done).await.is_err() {
+                    return Ok(None);
+                }
+            }
+            let at = self.position.log.at().or_else(|| self.log_start.clone());
+            let Some(at) = at else { return Ok(None) };
+            let follower = self.dialect.follow(at, self.position.log.skip(), tables).await?;
+            self.follower = Some(follower);
+        }
+        let follower = self.follower.as_mut().expect("opened above");
+        let (event, after) = follower.next().await?;
+        match after {
+            Some(after) => {
+                self.position.log.advance(after);
+                if let Some(defs) = follower.take_changed_tables() {
+                    self.position.tables = Some(defs);
+                }
+            }
+            None => self.position.log.step(),
+        }
+        Ok(Some(event))
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> SourceReader for Reader<D> {
+    async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+        let Some(chunk) = self.chunks.front().cloned() else {
+            if !self.position.chunk.done {
+                self.position.chunk.finish();
+            }
+            return self.follow().await;
+        };
+        let tables = self.tables.clone();
+        let t = &tables[chunk.table];
+        self.position.chunk.enter(t.name(), &chunk);
+        if !self.announced.contains(t.id()) {
+            self.announced.insert(t.id().clone());
+            return Ok(Some(Event::SchemaChange(t.announce())));
+        }
+        if self.schema_only {
+            self.chunks.pop_front();
+            return Ok(Some(t.nothing()));
+        }
+        let sql = self.page(t, &chunk);
+        if self.session.is_none() {
+            self.session = Some(self.dialect.session(self.snapshot.as_deref()).await?);
+        }
+        let session = self.session.as_mut().expect("opened above");
+        let rows = self.dialect.rows(session, t, &sql).await?;
+        let mut builder = BatchBuilder::new(t.schema().clone()).map_err(|e| anyhow::anyhow!(e.message))?;
+        let key = t.integer_key().and_then(|k| t.column(k));
+        let mut last_key = None;
+        for texts in &rows {
+            let values: Vec<Value<'_>> = texts.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
+            builder
+                .push(RowKind::Insert, &values)
+                .map_err(|e| anyhow::anyhow!("reading `{}`: {}", t.id(), e.message))?;
+            if let Some(k) = key {
+                last_key = texts[k].as_deref().and_then(|v| v.parse::<i64>().ok());
+            }
+        }
+        let names = |i: usize| tables[i].name().to_string();
+        self.position.chunk.advance(&mut self.chunks, rows.len() as u64, PAGE_ROWS, last_key, names);
+        Ok(Some(Event::data(t.id(), builder.finish().map_err(|e| anyhow::anyhow!(e.message))?)))
+    }
+
+    fn position(&self) -> serde_json::Value {
+        self.position.to_value()
+    }
+}
