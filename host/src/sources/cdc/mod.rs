@@ -317,3 +317,120 @@ pub(crate) trait Dialect: Send + Sync + 'static {
         Ok(())
     }
 }
+
+/// `include`'s default: every table.
+pub(crate) fn default_include() -> String {
+    ".*".into()
+}
+
+/// `chunk_size`'s default (Flink CDC's `scan.incremental.snapshot.chunk.size`).
+pub(crate) fn default_chunk_size() -> u64 {
+    8096
+}
+
+/// What a CDC source's build starts from: its server's connection, the password (from the
+/// environment), the tables' scope and the mode it reads in.
+pub(crate) struct Opening<'a> {
+    pub server: &'a crate::pipeline::DatabaseConnection,
+    pub password: String,
+    pub scope: std::sync::Arc<Scope>,
+    /// `scan.startup.mode`, or `schema-only`.
+    pub mode: crate::sources::StartupMode,
+}
+
+/// A CDC source type's options and their `SourceConfig`, written once: the keys every CDC source
+/// has (`name`, `connection`, `database`, `include`, `exclude`, `chunk_size`, `binary_handling`,
+/// `schema_only`) around the type's own, the shared checks and the shared start of a build. The
+/// type adds `check` (its own keys' checks), `namespace` (where its tables are: a database, a
+/// schema) and `open` (the source, from an [`Opening`]).
+macro_rules! cdc_source {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident: $kind:literal, Connection::$variant:ident {
+            $($fields:tt)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            pub name: Option<String>,
+            #[doc = concat!("A `[connections.<name>]` of `type = \"", $kind, "\"`.")]
+            pub connection: String,
+            /// The database (`database-name`).
+            pub database: String,
+            /// Tables to read: a regex matched against the whole table name (default: all).
+            #[serde(default = "crate::sources::cdc::default_include")]
+            pub include: String,
+            /// Tables to leave out, matched after `include`.
+            pub exclude: Option<String>,
+            $($fields)*
+            /// Primary-key values per snapshot chunk (Flink CDC's
+            /// `scan.incremental.snapshot.chunk.size`, 8096).
+            #[serde(default = "crate::sources::cdc::default_chunk_size")]
+            pub chunk_size: u64,
+            /// Binary values (BLOB, BINARY, BYTEA): `text` (default: UTF-8 bytes as they are, others
+            /// an error), `base64` or `hex`.
+            #[serde(default)]
+            pub binary_handling: crate::sources::cdc::BinaryHandling,
+            /// Announce the tables (so a sink creates them) and read no rows, whatever the startup
+            /// mode: what `--create-table-only` runs.
+            #[serde(default)]
+            pub schema_only: bool,
+        }
+
+        impl $name {
+            fn server<'f>(
+                &self,
+                file: &'f crate::pipeline::PipelineFile,
+            ) -> Result<&'f crate::pipeline::DatabaseConnection, (String, String)> {
+                file.source_connection(&self.connection, $kind, |c| match c {
+                    crate::pipeline::Connection::$variant(c) => Some(c),
+                    _ => None,
+                })
+            }
+
+            fn patterns(&self) -> crate::sources::cdc::TablePatterns<'_> {
+                crate::sources::cdc::TablePatterns {
+                    include: &self.include,
+                    exclude: self.exclude.as_deref(),
+                    chunk_size: self.chunk_size,
+                }
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl crate::pipeline::SourceConfig for $name {
+            fn name(&self) -> Option<&str> {
+                self.name.as_deref()
+            }
+
+            fn reach(&self, _file: &crate::pipeline::PipelineFile) -> Result<crate::pipeline::Reach, String> {
+                Ok(crate::pipeline::Reach { connections: vec![self.connection.clone()], ..Default::default() })
+            }
+
+            fn validate(&self, file: &crate::pipeline::PipelineFile) -> crate::pipeline::Checked {
+                self.server(file)?;
+                self.check()?;
+                self.patterns().validate()
+            }
+
+            async fn build(
+                &self,
+                _name: &str,
+                ctx: &crate::pipeline::BuildContext<'_>,
+            ) -> anyhow::Result<std::sync::Arc<dyn crate::runtime::Source>> {
+                let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
+                let key = format!("connections.{}", self.connection);
+                let password = server.password(&key)?;
+                let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
+                let scope = crate::sources::cdc::Scope::new(self.namespace(), &self.patterns(), self.binary_handling, zone)
+                    .map_err(|(_, m)| anyhow::anyhow!(m))?;
+                let mode = self.scan.startup.mode.unless_schema_only(self.schema_only);
+                let scope = std::sync::Arc::new(scope);
+                self.open(crate::sources::cdc::Opening { server, password, scope, mode }).await
+            }
+        }
+    };
+}
+pub(crate) use cdc_source;

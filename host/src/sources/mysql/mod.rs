@@ -21,49 +21,19 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
+use crate::pipeline::Checked;
 use crate::runtime::{Restartable, Source, SplitEnumerator};
-use crate::sources::cdc::{self, BinaryHandling, Dialect, Enumerator, LogState, Scope, TablePatterns};
+use crate::sources::cdc::{self, Dialect, Enumerator, LogState, Scope};
 use crate::sources::{StartupMode, is_zero};
 use binlog::{BinlogPosition, Follower};
 use types::MysqlColumn;
 
-/// `type = "mysql"`: the options (Flink CDC's MySQL source keys where one exists).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MysqlSource {
-    pub name: Option<String>,
-    /// A `[connections.<name>]` of `type = "mysql"`.
-    pub connection: String,
-    /// The database whose tables are read.
-    pub database: String,
-    /// Tables to read: a regex matched against the whole table name (default: all).
-    #[serde(default = "default_include")]
-    pub include: String,
-    /// Tables to leave out, matched after `include`.
-    pub exclude: Option<String>,
-    /// `scan.startup.mode`.
-    pub scan: MysqlScan,
-    /// Primary-key values per snapshot chunk (Flink CDC's `scan.incremental.snapshot.chunk.size`,
-    /// 8096).
-    #[serde(default = "default_chunk_size")]
-    pub chunk_size: u64,
-    /// BLOB / BINARY values: `text` (default: UTF-8 bytes as they are, others an error), `base64`
-    /// or `hex`.
-    #[serde(default)]
-    pub binary_handling: BinaryHandling,
-    /// Announce the tables (so a sink creates them) and read no rows, whatever the startup
-    /// mode: what `mysql-sync-database --create-table-only` runs.
-    #[serde(default)]
-    pub schema_only: bool,
-}
-
-fn default_include() -> String {
-    ".*".into()
-}
-
-fn default_chunk_size() -> u64 {
-    8096
+cdc::cdc_source! {
+    /// `type = "mysql"`: the options (Flink CDC's MySQL source keys where one exists).
+    pub struct MysqlSource: "mysql", Connection::Mysql {
+        /// `scan.startup.mode`.
+        pub scan: MysqlScan,
+    }
 }
 
 /// `scan.*`
@@ -98,30 +68,8 @@ pub struct SpecificOffset {
 }
 
 impl MysqlSource {
-    fn server<'f>(&self, file: &'f PipelineFile) -> Result<&'f DatabaseConnection, (String, String)> {
-        file.source_connection(&self.connection, "mysql", |c| match c {
-            Connection::Mysql(c) => Some(c),
-            _ => None,
-        })
-    }
-
-    fn patterns(&self) -> TablePatterns<'_> {
-        TablePatterns { include: &self.include, exclude: self.exclude.as_deref(), chunk_size: self.chunk_size }
-    }
-}
-
-#[async_trait]
-impl SourceConfig for MysqlSource {
-    fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    fn reach(&self, _file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
-        Ok(crate::pipeline::Reach { connections: vec![self.connection.clone()], ..Default::default() })
-    }
-
-    fn validate(&self, file: &PipelineFile) -> Checked {
-        self.server(file)?;
+    /// The checks of its own keys.
+    fn check(&self) -> Checked {
         let startup = &self.scan.startup;
         match (startup.mode, &startup.specific_offset, startup.timestamp_millis) {
             (
@@ -154,13 +102,15 @@ impl SourceConfig for MysqlSource {
             }
             _ => {}
         }
-        self.patterns().validate()
+        Ok(())
     }
 
-    async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
-        let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
-        let key = format!("connections.{}", self.connection);
-        let password = server.password(&key)?;
+    fn namespace(&self) -> &str {
+        &self.database
+    }
+
+    async fn open(&self, opening: cdc::Opening<'_>) -> anyhow::Result<Arc<dyn Source>> {
+        let cdc::Opening { server, password, scope, mode } = opening;
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(server.host.clone())
             .tcp_port(server.port.unwrap_or(3306))
@@ -168,10 +118,6 @@ impl SourceConfig for MysqlSource {
             .pass(Some(password))
             .prefer_socket(false);
         let pool = mysql_async::Pool::new(opts);
-        let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
-        let scope = Scope::new(&self.database, &self.patterns(), self.binary_handling, zone)
-            .map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let scope = Arc::new(scope);
         let tables = discover(&pool, &scope)
             .await
             .with_context(|| format!("reading the tables of `{}` at {}", self.database, server.host))?;
@@ -183,7 +129,7 @@ impl SourceConfig for MysqlSource {
             scope,
             tables: Arc::new(tables),
             chunk_size: self.chunk_size,
-            mode: self.scan.startup.mode.unless_schema_only(self.schema_only),
+            mode,
             startup: self.scan.startup.clone(),
             server_id: server.server_id.unwrap_or_else(|| 5400 + fastrand::u32(..1000)),
         }))

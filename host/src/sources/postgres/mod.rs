@@ -32,9 +32,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
 
-use crate::pipeline::{BuildContext, Checked, Connection, DatabaseConnection, PipelineFile, SourceConfig};
+use crate::pipeline::Checked;
 use crate::runtime::{Restartable, Source, SplitEnumerator};
-use crate::sources::cdc::{self, BinaryHandling, Dialect, Enumerator, LogState, Scope, TablePatterns};
+use crate::sources::cdc::{self, Dialect, Enumerator, LogState, Scope};
 use crate::sources::{StartupMode, is_zero};
 use stream::Follower;
 use types::PgColumn;
@@ -43,58 +43,30 @@ use types::PgColumn;
 const SESSION: &str =
     "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c bytea_output=hex -c extra_float_digits=1";
 
-/// `type = "postgres"`: the options (Flink CDC's Postgres source keys where one exists).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PostgresSource {
-    pub name: Option<String>,
-    /// A `[connections.<name>]` of `type = "postgres"`.
-    pub connection: String,
-    /// The database (`database-name`).
-    pub database: String,
-    /// The schema whose tables are read (`schema-name`, default `public`).
-    #[serde(default = "default_schema")]
-    pub schema: String,
-    /// Tables to read: a regex matched against the whole table name (default: all).
-    #[serde(default = "default_include")]
-    pub include: String,
-    /// Tables to leave out, matched after `include`.
-    pub exclude: Option<String>,
-    /// The replication slot (`slot.name`), created when missing.
-    pub slot_name: String,
-    /// The publication the slot streams (`debezium.publication.name`, default the slot's name),
-    /// created for the tables followed when missing.
-    pub publication_name: Option<String>,
-    /// `decoding.plugin.name`: only `pgoutput`, PostgreSQL's own.
-    #[serde(default = "default_plugin")]
-    pub decoding_plugin: String,
-    pub scan: PostgresScan,
-    /// Primary-key values per snapshot chunk (`scan.incremental.snapshot.chunk.size`, 8096).
-    #[serde(default = "default_chunk_size")]
-    pub chunk_size: u64,
-    /// BYTEA values: `text` (default: UTF-8 bytes as they are, others an error), `base64` or
-    /// `hex`.
-    #[serde(default)]
-    pub binary_handling: BinaryHandling,
-    /// Announce the tables (so a sink creates them) and read no rows.
-    #[serde(default)]
-    pub schema_only: bool,
+cdc::cdc_source! {
+    /// `type = "postgres"`: the options (Flink CDC's Postgres source keys where one exists).
+    pub struct PostgresSource: "postgres", Connection::Postgres {
+        /// The schema whose tables are read (`schema-name`, default `public`).
+        #[serde(default = "default_schema")]
+        pub schema: String,
+        /// The replication slot (`slot.name`), created when missing.
+        pub slot_name: String,
+        /// The publication the slot streams (`debezium.publication.name`, default the slot's name),
+        /// created for the tables followed when missing.
+        pub publication_name: Option<String>,
+        /// `decoding.plugin.name`: only `pgoutput`, PostgreSQL's own.
+        #[serde(default = "default_plugin")]
+        pub decoding_plugin: String,
+        pub scan: PostgresScan,
+    }
 }
 
 fn default_schema() -> String {
     "public".into()
 }
 
-fn default_include() -> String {
-    ".*".into()
-}
-
 fn default_plugin() -> String {
     "pgoutput".into()
-}
-
-fn default_chunk_size() -> u64 {
-    8096
 }
 
 /// `scan.*`
@@ -127,34 +99,12 @@ fn literal(text: &str) -> String {
 }
 
 impl PostgresSource {
-    fn server<'f>(&self, file: &'f PipelineFile) -> Result<&'f DatabaseConnection, (String, String)> {
-        file.source_connection(&self.connection, "postgres", |c| match c {
-            Connection::Postgres(c) => Some(c),
-            _ => None,
-        })
-    }
-
     fn publication(&self) -> String {
         self.publication_name.clone().unwrap_or_else(|| self.slot_name.clone())
     }
 
-    fn patterns(&self) -> TablePatterns<'_> {
-        TablePatterns { include: &self.include, exclude: self.exclude.as_deref(), chunk_size: self.chunk_size }
-    }
-}
-
-#[async_trait]
-impl SourceConfig for PostgresSource {
-    fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    fn reach(&self, _file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
-        Ok(crate::pipeline::Reach { connections: vec![self.connection.clone()], ..Default::default() })
-    }
-
-    fn validate(&self, file: &PipelineFile) -> Checked {
-        self.server(file)?;
+    /// The checks of its own keys.
+    fn check(&self) -> Checked {
         let mode = self.scan.startup.mode;
         if !MODES.contains(&mode) {
             return Err((
@@ -179,17 +129,15 @@ impl SourceConfig for PostgresSource {
                 format!("{:?}: a slot name is 1 to 63 lower-case letters, digits and underscores", self.slot_name),
             ));
         }
-        self.patterns().validate()
+        Ok(())
     }
 
-    async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
-        let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
-        let key = format!("connections.{}", self.connection);
-        let password = server.password(&key)?;
-        let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
-        let scope = Scope::new(&self.schema, &self.patterns(), self.binary_handling, zone)
-            .map_err(|(_, m)| anyhow::anyhow!(m))?;
-        let scope = Arc::new(scope);
+    fn namespace(&self) -> &str {
+        &self.schema
+    }
+
+    async fn open(&self, opening: cdc::Opening<'_>) -> anyhow::Result<Arc<dyn Source>> {
+        let cdc::Opening { server, password, scope, mode } = opening;
         let server = Arc::new(Endpoint {
             host: server.host.clone(),
             port: server.port.unwrap_or(5432),
@@ -198,7 +146,6 @@ impl SourceConfig for PostgresSource {
             database: self.database.clone(),
         });
         let control = server.connect().await?;
-        let mode = self.scan.startup.mode.unless_schema_only(self.schema_only);
         let streams = mode == StartupMode::Initial || mode == StartupMode::LatestOffset;
         if streams {
             let level = query(&control, "SHOW wal_level").await?;
