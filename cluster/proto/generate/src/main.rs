@@ -2,7 +2,7 @@
 //! from the `.proto` files in `cluster/proto/etcd/`. Kept in the repository so that building Sluice
 //! needs no `protoc`; run again after changing a `.proto` file:
 //!
-//!     cargo run --manifest-path cluster/proto/generate/Cargo.toml
+//!     bash cluster/proto/generate.sh   (which also records what it generated from)
 //!
 //! With `--check` it writes into a temporary directory and fails if the kept files differ.
 
