@@ -15,7 +15,7 @@ use std::time::Duration;
 /// use backon::Retryable;
 /// use std::time::Duration;
 ///
-/// (|| client.commit("db", 42))
+/// (|| client.commit("db", sluice::doris::TxnId(42)))
 ///     .retry(sluice::retry::backoff(Duration::from_millis(200), 5))
 ///     .when(|e| !e.is_txn_gone())
 ///     .notify(|e, wait| tracing::warn!("commit failed, retrying in {wait:?}: {e}"))
