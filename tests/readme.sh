@@ -2,7 +2,7 @@
 # The README's commands, exactly as written, from the root of a fresh clone with no plugin built:
 # the quick start, `sluice plugin test` on the quick start's plugin (in Rust, Python and JavaScript), a
 # Python plugin from `sluice plugin new`, the sync commands'
-# `--print-pipeline` examples and the MySQL and PostgreSQL mirrors. Each line is taken
+# `--print-pipeline` examples, the MySQL and PostgreSQL mirrors and `sluice verify` of the first. Each line is taken
 # from README.md itself, so the test and the README cannot drift apart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +28,7 @@ js_student=$(readme_line 'sluice plugin test plugins/js/student-trans --input ro
 load_shop=$(readme_line 'mysql -h 127.0.0.1 -u root < pipelines/mysql-sync.sql')
 mirror=$(readme_line 'cargo run --release -p sluice -- run pipelines/mysql-sync.toml')
 load_pg=$(readme_line 'psql -h 127.0.0.1 -U postgres -d postgres -q -f pipelines/postgres-sync.sql')
+verify=$(readme_line 'cargo run --release -p sluice -- verify pipelines/mysql-sync.toml')
 pg_mirror=$(readme_line 'cargo run --release -p sluice -- run pipelines/postgres-sync.toml')
 serve_build=$(readme_line 'cargo run --release -p sluice -- plugin inspect plugins/student-trans')
 serve_start=$(readme_line 'cargo run --release -p sluice -- serve --config pipelines/serve/server.toml &')
@@ -116,6 +117,11 @@ out=$(bash -c "$mirror" 2>&1) || { echo "$out"; echo "FAILED: the MySQL mirror" 
 echo "$out"
 grep -qE '^finished at checkpoint [0-9]+: 10 rows read, 10 rows written' <<<"$out" \
   || { echo "FAILED: the MySQL mirror did not write the 10 rows of pipelines/mysql-sync.sql" >&2; exit 1; }
+echo "\$ $verify"
+out=$(bash -c "$verify" 2>&1) || { echo "$out"; echo "FAILED: sluice verify of the MySQL mirror" >&2; exit 1; }
+echo "$out"
+grep -qxF 'verify: 3 tables, 10 rows: the copy equals the source' <<<"$out" \
+  || { echo "FAILED: sluice verify did not find the MySQL mirror equal to its source" >&2; exit 1; }
 
 # The PostgreSQL sync command's example, and the mirror from the machine's PostgreSQL on
 # 127.0.0.1:5432 (one is started on that port for this test where none answers).

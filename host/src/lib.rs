@@ -12,6 +12,7 @@ pub mod sinks;
 pub mod sources;
 pub mod state;
 pub mod transforms;
+pub mod verify;
 pub mod wasm;
 
 /// The unit of data inside Sluice: an Arrow record batch for one table plus a row kind per row.

@@ -7,6 +7,7 @@ mod run;
 mod scaffold;
 mod serve;
 mod sync;
+mod verify;
 
 pub use crate::metrics::metrics_text;
 
@@ -48,6 +49,15 @@ enum Command {
         /// default 1); `SLUICE_CAPACITY` sets it too.
         #[arg(long, env = "SLUICE_CAPACITY", value_parser = clap::value_parser!(u32).range(1..))]
         capacity: Option<u32>,
+    },
+    /// Compare every table a pipeline mirrors (mysql, postgres and the sync commands) with its
+    /// Doris copy: rows equal, differing, missing and extra, and the first differences. Exits 0
+    /// only when every table agrees.
+    Verify {
+        /// The pipeline file.
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        args: verify::VerifyArgs,
     },
     /// Check a pipeline without moving data: the file, the plugins, the Doris tables.
     Check {
@@ -195,6 +205,7 @@ pub fn main() -> ExitCode {
             run::run(file, quiet, metrics_addr, crate::pipeline::ClusterArgs { etcd: cluster, member, capacity })
         }
         Command::Check { file } => run::check(file),
+        Command::Verify { file, args } => verify::run(file, args),
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Dlq(DlqCommand::Show { file, limit, json }) => dlq::show(file, limit, json),
         Command::Dlq(DlqCommand::Replay { file, all, component, stage, table, letters, quiet }) => {

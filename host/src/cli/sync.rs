@@ -15,7 +15,8 @@ pub struct SyncArgs {
     /// The Doris database the tables go to.
     #[arg(long)]
     database: String,
-    /// The pipeline's name (Flink's job name); default `mysql-sync-<database>`.
+    /// The pipeline's name (Flink's job name); default `mysql-sync-<database>` or
+    /// `postgres-sync-<database>`.
     #[arg(long)]
     job_name: Option<String>,
     /// Put in front of every Doris table name.
@@ -24,18 +25,18 @@ pub struct SyncArgs {
     /// Put after every Doris table name.
     #[arg(long, default_value = "")]
     table_suffix: String,
-    /// The MySQL tables to sync: names or regexes, `|` separated (default all).
+    /// The source tables to sync: names or regexes, `|` separated (default all).
     #[arg(long)]
     including_tables: Option<String>,
-    /// The MySQL tables to leave out.
+    /// The source tables to leave out.
     #[arg(long)]
     excluding_tables: Option<String>,
-    /// A MySQL CDC source option `key=value` (hostname, port, username, password, database-name,
-    /// server-id, scan.startup.mode, scan.incremental.snapshot.chunk.size).
+    /// mysql-sync-database: a MySQL CDC source option `key=value` (hostname, port, username,
+    /// password, database-name, server-id, scan.startup.mode, …).
     #[arg(long = "mysql-conf", value_name = "KEY=VALUE")]
     mysql_conf: Vec<String>,
-    /// A Postgres CDC source option `key=value` (hostname, port, username, password,
-    /// database-name, schema-name, slot.name, decoding.plugin.name, scan.startup.mode, …).
+    /// postgres-sync-database: a Postgres CDC source option `key=value` (hostname, port,
+    /// username, password, database-name, schema-name, slot.name, scan.startup.mode, …).
     #[arg(long = "postgres-conf", value_name = "KEY=VALUE")]
     postgres_conf: Vec<String>,
     /// A Doris sink option `key=value` (fenodes, username, password, jdbc-url, sink.label-prefix,
@@ -74,6 +75,10 @@ pub struct SyncArgs {
     /// Print the equivalent pipeline file (secrets as `password_env`) instead of running it.
     #[arg(long)]
     print_pipeline: bool,
+    /// Compare the Doris copy with the source instead of syncing (`sluice verify` of the
+    /// equivalent pipeline); exits 0 only when every table agrees.
+    #[arg(long)]
+    verify: bool,
 }
 
 fn pairs(flag: &str, values: &[String]) -> anyhow::Result<Vec<(String, String)>> {
@@ -105,6 +110,7 @@ const MYSQL_KEYS: &[&str] = &[
     "scan.startup.specific-offset.gtid-set",
     "scan.startup.timestamp-millis",
     "scan.incremental.snapshot.chunk.size",
+    "debezium.binary.handling.mode",
 ];
 const SINK_KEYS: &[&str] =
     &["fenodes", "username", "password", "jdbc-url", "sink.label-prefix", "sink.enable-2pc", "sink.properties.*"];
@@ -127,6 +133,18 @@ impl Origin {
 
 fn number(flag: &str, k: &str, v: &str) -> anyhow::Result<toml::Value> {
     Ok(toml::Value::Integer(v.parse().with_context(|| format!("{flag} {k}={v}: expected a number"))?))
+}
+
+/// Debezium's `binary.handling.mode` as the source's `binary_handling`.
+fn binary(flag: &str, mode: &str) -> anyhow::Result<toml::Value> {
+    Ok(match mode {
+        "base64" => "base64",
+        "hex" => "hex",
+        // Debezium's raw bytes: as text, where they are UTF-8.
+        "bytes" => "text",
+        _ => bail!("{flag} debezium.binary.handling.mode={mode}: expected base64 (the default), hex or bytes"),
+    }
+    .into())
 }
 
 /// The connection and source of `--mysql-conf`.
@@ -169,6 +187,7 @@ fn mysql_source(args: &SyncArgs, secrets: bool) -> anyhow::Result<(toml::Table, 
                 Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected milliseconds"))?),
             )),
             "scan.incremental.snapshot.chunk.size" => drop(source.insert("chunk_size".into(), number(flag, &k, &v)?)),
+            "debezium.binary.handling.mode" => drop(source.insert("binary_handling".into(), binary(flag, &v)?)),
             _ => return Err(unknown(flag, &k, MYSQL_KEYS)),
         }
     }
@@ -200,6 +219,7 @@ const POSTGRES_KEYS: &[&str] = &[
     "server-time-zone",
     "scan.startup.mode",
     "scan.incremental.snapshot.chunk.size",
+    "debezium.binary.handling.mode",
 ];
 
 /// The connection and source of `--postgres-conf`.
@@ -229,6 +249,7 @@ fn postgres_source(args: &SyncArgs, secrets: bool) -> anyhow::Result<(toml::Tabl
             "server-time-zone" => drop(pg.insert("server_time_zone".into(), v.into())),
             "scan.startup.mode" => drop(start.insert("mode".into(), v.into())),
             "scan.incremental.snapshot.chunk.size" => drop(source.insert("chunk_size".into(), number(flag, &k, &v)?)),
+            "debezium.binary.handling.mode" => drop(source.insert("binary_handling".into(), binary(flag, &v)?)),
             _ => return Err(unknown(flag, &k, POSTGRES_KEYS)),
         }
     }
@@ -383,6 +404,10 @@ pub fn run(origin: Origin, args: SyncArgs, quiet: bool) -> anyhow::Result<()> {
     let name = toml::from_str::<toml::Table>(&text)?["pipeline"]["name"].as_str().unwrap_or("sync").to_string();
     let file = PathBuf::from(format!("{name}.toml"));
     let pipeline = crate::pipeline::load_str(&file, &text)?;
+    if args.verify {
+        let verify = super::verify::VerifyArgs { samples: 10, recheck_after: None, rate: None, json: false };
+        return super::verify::verify_pipeline(&file, pipeline, &verify);
+    }
     super::run::run_pipeline(file, pipeline, quiet, None, crate::pipeline::ClusterArgs::default())
 }
 

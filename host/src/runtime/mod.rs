@@ -16,6 +16,7 @@
 pub mod dead_letter;
 pub mod event;
 pub mod json;
+pub mod mirror;
 pub mod sink;
 pub mod source;
 pub mod spread;

@@ -49,6 +49,11 @@ pub trait Sink: Send + Sync {
 
     /// What it writes, for `sluice check`: one line, after checking what can be checked.
     async fn check(&self, _schema: Option<&arrow::datatypes::SchemaRef>) -> anyhow::Result<String>;
+
+    /// What it wrote, read back for `sluice verify` (none: it cannot).
+    fn mirror(&self) -> Option<std::sync::Arc<dyn super::mirror::MirrorTarget>> {
+        None
+    }
 }
 
 /// One worker's writer of a sink.

@@ -35,6 +35,11 @@ pub trait Source: Send + Sync {
 
     /// What it reads, for `sluice check`.
     fn describe(&self) -> String;
+
+    /// Its tables, read again by key range for `sluice verify` (none: it cannot).
+    fn mirror(&self) -> Option<Arc<dyn super::mirror::MirrorSource>> {
+        None
+    }
 }
 
 /// The coordinator's side of a source in one run.

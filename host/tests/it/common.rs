@@ -159,6 +159,15 @@ pub async fn run_file(path: &std::path::Path) -> anyhow::Result<sluice::runtime:
     sluice::runtime::run(&prepared, &opts, rx).await
 }
 
+/// `sluice verify <path> <args>` as a process: whether it exited 0, and its stdout then stderr.
+pub async fn verify(path: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command.arg("verify").arg(path).args(args);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
 /// Write `text` as `pipeline.toml` in `dir`.
 pub fn pipeline_file(dir: &std::path::Path, text: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();

@@ -9,6 +9,7 @@ mod dead_letter;
 mod decoders;
 mod doris_client;
 mod doris_source;
+mod fuzz;
 mod kafka;
 mod lookup;
 mod mysql;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sluice::runtime::{self, RunOptions};
 use tokio::sync::watch;
 
-use crate::common::{Doris, mysql, pipeline_file};
+use crate::common::{Doris, mysql, pipeline_file, verify};
 
 /// A MariaDB server of this test: `mariadb-install-db` into a temp dir, `mariadbd` on a free
 /// loopback port with the binlog in ROW format. Stopped when dropped.
@@ -859,8 +859,38 @@ async fn every_type_arrives_unchanged_from_the_snapshot_and_the_binlog() {
     maria.sql(&format!("INSERT INTO app.all_types VALUES {}, {}", row(2), nulls(4)));
     converges(&maria, &doris, source, target).await.unwrap();
     assert_eq!(doris.sql(target).len(), 4);
+    // `sluice verify` beside the running pipeline: every type compares equal as Doris keeps it.
+    let (ok, out) = verify(&path, &[]).await;
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("app.all_types → ods.all_types: 4 rows compared, 4 equal, 0 differing, 0 missing, 0 extra"),
+        "{out}"
+    );
     stop.send(true).unwrap();
     task.await.unwrap().0.unwrap_or_else(|e| panic!("{e:#}"));
+
+    // A copy changed behind the pipeline's back: each row that differs is named, with both values.
+    doris.sql("UPDATE ods.all_types SET v = 'tampered', y = NULL WHERE id = 1");
+    doris.sql("DELETE FROM ods.all_types WHERE id = 3");
+    doris.sql("INSERT INTO ods.all_types (id, v) VALUES (99, 'stray')");
+    let (ok, out) = verify(&path, &["--recheck-after", "0s"]).await;
+    assert!(!ok, "{out}");
+    for line in [
+        "app.all_types → ods.all_types: 4 rows compared, 2 equal, 1 differing, 1 missing, 1 extra — DIFFERS",
+        "  differing id=1: v: source \"naïve 😀\", doris \"tampered\"; y: source \"2026\", doris NULL",
+        "  missing id=3",
+        "  extra id=99",
+        "error: 1 of 1 tables differ from their source",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no line {line:?} in:\n{out}");
+    }
+    let (_, json) = verify(&path, &["--recheck-after", "0s", "--json", "--samples", "1"]).await;
+    let report: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (report["differing"].as_u64(), report["samples"].as_array().map(Vec::len)),
+        (Some(1), Some(1)),
+        "{json}"
+    );
 }
 
 /// `[[sink.route]]` (the connector's multi-to-one): tables whose names match go to one Doris

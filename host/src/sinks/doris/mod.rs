@@ -3,6 +3,7 @@
 //! changes reach it ([`schema`]).
 
 pub mod committer;
+mod mirror;
 pub mod schema;
 pub mod writer;
 
@@ -19,6 +20,7 @@ use crate::doris::DorisConnection;
 use crate::metrics::{Metric, MetricSource};
 use crate::pipeline::{BuildContext, ByteSize, Checked, Duration, PipelineFile, SinkConfig};
 use crate::runtime::dead_letter::BatchRefused;
+use crate::runtime::mirror::MirrorTarget;
 use crate::runtime::{Alter, Committer, SchemaChange, Sink, SinkWriter, TableId, WriterContext};
 use committer::DorisCommitter;
 use writer::{DorisWriter, SinkMetrics, SinkSettings, from_doris};
@@ -373,6 +375,15 @@ struct TableNames {
 }
 
 impl TableNames {
+    /// Where the rows of `table` go: by `names` when the sink has a `database`, else to its
+    /// `table` (`default`).
+    fn target(names: Option<&TableNames>, table: &TableId, default: impl FnOnce() -> String) -> String {
+        match names {
+            Some(names) => names.of(table),
+            None => default(),
+        }
+    }
+
     /// `database.<target>` of the first route whose origin matches the source table `db.name`
     /// (or `name`), else `database.<prefix><name><suffix>`.
     fn of(&self, table: &TableId) -> String {
@@ -472,6 +483,12 @@ impl Sink for DorisTarget {
         self.claims.iter().cloned().collect()
     }
 
+    fn mirror(&self) -> Option<Arc<dyn MirrorTarget>> {
+        let s = &self.settings;
+        let default = format!("{}.{}", s.default_db, s.default_table);
+        Some(Arc::new(mirror::DorisMirror::new(self.conn.clone(), self.database.clone(), default)))
+    }
+
     async fn check(&self, schema: Option<&arrow::datatypes::SchemaRef>) -> anyhow::Result<String> {
         let s = &self.settings;
         if let Some(names) = &self.database {
@@ -541,10 +558,7 @@ impl DorisSinkWriter {
 
     /// Where rows and schema changes of `table` go.
     fn target(&self, table: &TableId) -> String {
-        match &self.names {
-            Some(names) => names.of(table),
-            None => self.writer.default_target(),
-        }
+        TableNames::target(self.names.as_ref(), table, || self.writer.default_target())
     }
 }
 

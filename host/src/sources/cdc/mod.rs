@@ -12,6 +12,7 @@
 
 mod chunks;
 pub(crate) mod log;
+pub(crate) mod mirror;
 pub(crate) mod snapshot;
 
 use std::fmt::Debug;
@@ -34,8 +35,9 @@ pub(crate) const PAGE_ROWS: u64 = 4096;
 #[serde(rename_all = "snake_case")]
 pub enum BinaryHandling {
     /// As text when they are UTF-8; other bytes are an error naming the column.
-    #[default]
     Text,
+    /// Base64 (the default: any bytes load, as Debezium's JSON carries them to the connector).
+    #[default]
     Base64,
     Hex,
 }
@@ -49,7 +51,7 @@ impl BinaryHandling {
             BinaryHandling::Hex => Ok(bytes.iter().map(|b| format!("{b:02x}")).collect()),
             BinaryHandling::Text => String::from_utf8(bytes.to_vec()).map_err(|_| {
                 format!(
-                    "{what} holds bytes that are not UTF-8 text; set `binary_handling = \"base64\"` (or \"hex\") on the source to load them encoded"
+                    "{what} holds bytes that are not UTF-8 text; set `binary_handling = \"base64\"` (or \"hex\") on the source (`debezium.binary.handling.mode=base64` in a sync command's --mysql-conf/--postgres-conf) to load them encoded"
                 )
             }),
         }
@@ -129,12 +131,8 @@ impl TablePatterns<'_> {
 
 /// A source column as the shared code needs it.
 pub(crate) trait Column: Clone + Debug + Send + Sync + 'static {
-    fn name(&self) -> &str;
-    fn nullable(&self) -> bool;
-    /// The Doris type of the column, or why there is none.
-    fn doris_type(&self) -> Result<DorisType, String>;
-    /// Whether chunks and keyset pages can run on it: an integer whose values fit an `i64`.
-    fn is_chunk_key(&self) -> bool;
+    /// The column as Doris gets it (name, type, nullability), or why it has no Doris type.
+    fn doris_column(&self) -> Result<ColumnDef, String>;
 }
 
 /// A source table: its columns, key and Arrow schema, and what the dialect keeps besides
@@ -162,7 +160,7 @@ impl<C: Column, X> Table<C, X> {
     ) -> anyhow::Result<Table<C, X>> {
         let defs = columns
             .iter()
-            .map(|c| Ok(ColumnDef::new(c.name(), c.doris_type()?, c.nullable())))
+            .map(Column::doris_column)
             .collect::<Result<Vec<_>, String>>()
             .map_err(|e| anyhow::anyhow!("table `{namespace}.{name}`: {e}"))?;
         Ok(Table {
@@ -218,13 +216,17 @@ impl<C: Column, X: Clone + Send + Sync + 'static> CdcTable for Table<C, X> {
         &self.primary_key
     }
 
+    /// Chunks and keyset pages run on an integer whose values fit an `i64` (MySQL's unsigned
+    /// BIGINT is a Doris LARGEINT: such a table is read as one chunk).
     fn integer_key(&self) -> Option<&str> {
+        use arrow::datatypes::DataType::{Int8, Int16, Int32, Int64};
         let [key] = self.primary_key.as_slice() else { return None };
-        self.columns.iter().find(|c| c.name() == key).filter(|c| c.is_chunk_key()).map(|_| key.as_str())
+        let field = self.schema.field_with_name(key).ok()?;
+        matches!(field.data_type(), Int8 | Int16 | Int32 | Int64).then_some(key.as_str())
     }
 
     fn column(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c.name() == name)
+        self.schema.index_of(name).ok()
     }
 }
 
@@ -318,6 +320,16 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     }
 }
 
+/// The Doris type of a source column of `n` characters. Doris sizes VARCHAR in bytes: room for
+/// `n` characters of up to 4 bytes each (so emoji fit, where the connector's 3n fails the load),
+/// STRING beyond VARCHAR's 65533 bytes or when the length is unknown (0).
+pub(crate) fn varchar_of_chars(n: u32) -> DorisType {
+    match n.checked_mul(4) {
+        Some(bytes) if n > 0 && bytes <= 65533 => DorisType::Varchar(Some(bytes)),
+        _ => DorisType::String,
+    }
+}
+
 /// `include`'s default: every table.
 pub(crate) fn default_include() -> String {
     ".*".into()
@@ -369,8 +381,8 @@ macro_rules! cdc_source {
             /// `scan.incremental.snapshot.chunk.size`, 8096).
             #[serde(default = "crate::sources::cdc::default_chunk_size")]
             pub chunk_size: u64,
-            /// Binary values (BLOB, BINARY, BYTEA): `text` (default: UTF-8 bytes as they are, others
-            /// an error), `base64` or `hex`.
+            /// Binary values (BLOB, BINARY, BYTEA): `base64` (default), `hex`, or `text` (UTF-8
+            /// bytes as they are, others an error).
             #[serde(default)]
             pub binary_handling: crate::sources::cdc::BinaryHandling,
             /// Announce the tables (so a sink creates them) and read no rows, whatever the startup

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sluice_guest::batch::{BatchBuilder, RowKind, Value};
+use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
 use tokio::sync::watch;
 
 use super::chunks::{Chunk, ChunkCursor, resume};
@@ -273,24 +273,25 @@ impl<D: Dialect> SourceReader for Reader<D> {
         }
         let session = self.session.as_mut().expect("opened above");
         let rows = self.dialect.rows(session, t, &sql).await?;
-        let mut builder = BatchBuilder::new(t.schema().clone()).map_err(|e| anyhow::anyhow!(e.message))?;
+        let batch = batch_of(t, &rows)?;
         let key = t.integer_key().and_then(|k| t.column(k));
-        let mut last_key = None;
-        for texts in &rows {
-            let values: Vec<Value<'_>> = texts.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
-            builder
-                .push(RowKind::Insert, &values)
-                .map_err(|e| anyhow::anyhow!("reading `{}`: {}", t.id(), e.message))?;
-            if let Some(k) = key {
-                last_key = texts[k].as_deref().and_then(|v| v.parse::<i64>().ok());
-            }
-        }
+        let last_key = key.and_then(|k| rows.last()?[k].as_deref()?.parse::<i64>().ok());
         let names = |i: usize| tables[i].name().to_string();
         self.position.chunk.advance(&mut self.chunks, rows.len() as u64, PAGE_ROWS, last_key, names);
-        Ok(Some(Event::data(t.id(), builder.finish().map_err(|e| anyhow::anyhow!(e.message))?)))
+        Ok(Some(Event::data(t.id(), batch)))
     }
 
     fn position(&self) -> serde_json::Value {
         self.position.to_value()
     }
+}
+
+/// `rows` of `t` (each value as the text Doris gets) as a batch of inserts.
+pub(crate) fn batch_of<T: CdcTable>(t: &T, rows: &[Vec<Option<String>>]) -> anyhow::Result<Batch> {
+    let mut builder = BatchBuilder::new(t.schema().clone()).map_err(|e| anyhow::anyhow!(e.message))?;
+    for texts in rows {
+        let values: Vec<Value<'_>> = texts.iter().map(|v| v.as_deref().map_or(Value::Null, Value::Str)).collect();
+        builder.push(RowKind::Insert, &values).map_err(|e| anyhow::anyhow!("reading `{}`: {}", t.id(), e.message))?;
+    }
+    builder.finish().map_err(|e| anyhow::anyhow!(e.message))
 }

@@ -162,72 +162,6 @@ impl Follower {
         (!self.gtids.is_empty()).then(|| self.gtids.values().cloned().collect::<Vec<_>>().join(","))
     }
 
-    /// The next batch of a committed transaction and, with its last batch, the position after the
-    /// transaction.
-    async fn read(&mut self) -> anyhow::Result<(Event, Option<BinlogPosition>)> {
-        loop {
-            if let Some(next) = self.tx.pop() {
-                return Ok(next);
-            }
-            let Some(event) = self.stream.next().await else {
-                return Err(Restartable::error("the MySQL server closed the binlog stream"));
-            };
-            let event = event.map_err(|e| {
-                if is_binlog_gone(&e) {
-                    gone(&self.opened, &e.to_string())
-                } else {
-                    Restartable::error(format!("reading the binlog: {e}"))
-                }
-            })?;
-            let end = u64::from(event.header().log_pos());
-            self.skipping = self.skip_before.is_some_and(|t| event.header().timestamp() < t);
-            if event.header().event_type_raw() == MARIADB_GTID_EVENT {
-                // seq_no (u64), domain_id (u32), flags: the server id is the header's.
-                let data = event.data();
-                if data.len() >= 12 {
-                    let seq = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
-                    let domain = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
-                    self.gtids.insert(domain, format!("{domain}-{}-{seq}", event.header().server_id()));
-                }
-                continue;
-            }
-            match event.read_data()? {
-                Some(EventData::GtidEvent(g)) => {
-                    let sid = g.sid().iter().map(|b| format!("{b:02x}")).collect::<String>();
-                    let uuid =
-                        format!("{}-{}-{}-{}-{}", &sid[..8], &sid[8..12], &sid[12..16], &sid[16..20], &sid[20..]);
-                    self.gtids.insert(0, format!("{uuid}:{}", g.gno()));
-                }
-                Some(EventData::RotateEvent(r)) => {
-                    // The rotate a stream starts with comes before the server says it checksums
-                    // events, so its name carries the checksum's 4 bytes; the file it names is the
-                    // one asked for, unless the stream was asked for by GTIDs.
-                    let raw = r.name_raw();
-                    let name = if event.header().log_pos() == 0 && self.checksums && raw.len() > 4 {
-                        &raw[..raw.len() - 4]
-                    } else {
-                        raw
-                    };
-                    if event.header().log_pos() != 0 || self.file.is_empty() {
-                        self.file = String::from_utf8_lossy(name).into_owned();
-                    }
-                }
-                Some(EventData::RowsEvent(rows)) => self.rows(&rows)?,
-                Some(EventData::XidEvent(_)) => self.commit(end)?,
-                Some(EventData::QueryEvent(q)) => {
-                    let sql = q.query();
-                    let sql = sql.trim();
-                    if sql.eq_ignore_ascii_case("COMMIT") {
-                        self.commit(end)?;
-                    } else if !sql.eq_ignore_ascii_case("BEGIN") {
-                        self.ddl(&q.schema(), sql, end)?;
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
     /// Keep the rows of a row event of one of the source's tables.
     fn rows(&mut self, rows: &RowsEventData<'_>) -> anyhow::Result<()> {
         if self.skipping {
@@ -390,8 +324,70 @@ impl LogFollower for Follower {
     type At = BinlogPosition;
     type Def = TableDef;
 
+    /// The next batch of a committed transaction and, with its last batch, the position after the
+    /// transaction.
     async fn next(&mut self) -> anyhow::Result<(Event, Option<BinlogPosition>)> {
-        self.read().await
+        loop {
+            if let Some(next) = self.tx.pop() {
+                return Ok(next);
+            }
+            let Some(event) = self.stream.next().await else {
+                return Err(Restartable::error("the MySQL server closed the binlog stream"));
+            };
+            let event = event.map_err(|e| {
+                if is_binlog_gone(&e) {
+                    gone(&self.opened, &e.to_string())
+                } else {
+                    Restartable::error(format!("reading the binlog: {e}"))
+                }
+            })?;
+            let end = u64::from(event.header().log_pos());
+            self.skipping = self.skip_before.is_some_and(|t| event.header().timestamp() < t);
+            if event.header().event_type_raw() == MARIADB_GTID_EVENT {
+                // seq_no (u64), domain_id (u32), flags: the server id is the header's.
+                let data = event.data();
+                if data.len() >= 12 {
+                    let seq = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
+                    let domain = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+                    self.gtids.insert(domain, format!("{domain}-{}-{seq}", event.header().server_id()));
+                }
+                continue;
+            }
+            match event.read_data()? {
+                Some(EventData::GtidEvent(g)) => {
+                    let sid = g.sid().iter().map(|b| format!("{b:02x}")).collect::<String>();
+                    let uuid =
+                        format!("{}-{}-{}-{}-{}", &sid[..8], &sid[8..12], &sid[12..16], &sid[16..20], &sid[20..]);
+                    self.gtids.insert(0, format!("{uuid}:{}", g.gno()));
+                }
+                Some(EventData::RotateEvent(r)) => {
+                    // The rotate a stream starts with comes before the server says it checksums
+                    // events, so its name carries the checksum's 4 bytes; the file it names is the
+                    // one asked for, unless the stream was asked for by GTIDs.
+                    let raw = r.name_raw();
+                    let name = if event.header().log_pos() == 0 && self.checksums && raw.len() > 4 {
+                        &raw[..raw.len() - 4]
+                    } else {
+                        raw
+                    };
+                    if event.header().log_pos() != 0 || self.file.is_empty() {
+                        self.file = String::from_utf8_lossy(name).into_owned();
+                    }
+                }
+                Some(EventData::RowsEvent(rows)) => self.rows(&rows)?,
+                Some(EventData::XidEvent(_)) => self.commit(end)?,
+                Some(EventData::QueryEvent(q)) => {
+                    let sql = q.query();
+                    let sql = sql.trim();
+                    if sql.eq_ignore_ascii_case("COMMIT") {
+                        self.commit(end)?;
+                    } else if !sql.eq_ignore_ascii_case("BEGIN") {
+                        self.ddl(&q.schema(), sql, end)?;
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn take_changed_tables(&mut self) -> Option<Vec<TableDef>> {

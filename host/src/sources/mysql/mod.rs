@@ -22,6 +22,7 @@ use mysql_async::prelude::Queryable;
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::Checked;
+use crate::runtime::mirror::MirrorSource;
 use crate::runtime::{Restartable, Source, SplitEnumerator};
 use crate::sources::cdc::{self, Dialect, Enumerator, LogState, Scope};
 use crate::sources::{StartupMode, is_zero};
@@ -257,14 +258,8 @@ impl Source for MysqlTables {
                 Some(binlog::current(&mut conn).await?)
             }
         };
-        let dialect = Mysql {
-            pool: self.pool.clone(),
-            scope: self.scope.clone(),
-            server_id: self.server_id,
-            skip_before: self.startup.timestamp_millis.map(|t| (t / 1000).clamp(0, i64::from(u32::MAX)) as u32),
-        };
         let run = Enumerator {
-            dialect: Arc::new(dialect),
+            dialect: Arc::new(self.dialect()),
             tables: self.tables.clone(),
             mode: self.mode,
             chunk_size: self.chunk_size,
@@ -277,6 +272,21 @@ impl Source for MysqlTables {
     fn describe(&self) -> String {
         let names: Vec<&str> = self.tables.iter().map(|t| t.id.as_str()).collect();
         format!("mysql {} of {}", self.mode, names.join(", "))
+    }
+
+    fn mirror(&self) -> Option<Arc<dyn MirrorSource>> {
+        Some(Arc::new(cdc::mirror::Mirror { dialect: Arc::new(self.dialect()), tables: self.tables.clone() }))
+    }
+}
+
+impl MysqlTables {
+    fn dialect(&self) -> Mysql {
+        Mysql {
+            pool: self.pool.clone(),
+            scope: self.scope.clone(),
+            server_id: self.server_id,
+            skip_before: self.startup.timestamp_millis.map(|t| (t / 1000).clamp(0, i64::from(u32::MAX)) as u32),
+        }
     }
 }
 

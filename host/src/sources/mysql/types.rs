@@ -2,9 +2,9 @@
 //! `reference/flink-connector.md` §9.4), and how a column is selected so that its text reads back
 //! as that type.
 
-use sluice_guest::types::DorisType;
+use sluice_guest::types::{ColumnDef, DorisType};
 
-use crate::sources::cdc::BinaryHandling;
+use crate::sources::cdc::{BinaryHandling, varchar_of_chars};
 
 /// A column of a source table, from `information_schema.columns` or a DDL statement.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -19,23 +19,8 @@ pub struct MysqlColumn {
 }
 
 impl crate::sources::cdc::Column for MysqlColumn {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn nullable(&self) -> bool {
-        self.nullable
-    }
-
-    fn doris_type(&self) -> Result<DorisType, String> {
-        MysqlColumn::doris_type(self)
-    }
-
-    fn is_chunk_key(&self) -> bool {
-        let t = self.column_type.to_ascii_lowercase();
-        // An unsigned BIGINT may not fit the signed cursor: such a table is read as one chunk.
-        let fits = !(t.starts_with("bigint") && t.contains("unsigned"));
-        fits && ["tinyint", "smallint", "mediumint", "int", "bigint"].iter().any(|i| t.starts_with(i))
+    fn doris_column(&self) -> Result<ColumnDef, String> {
+        Ok(ColumnDef::new(&self.name, self.doris_type()?, self.nullable))
     }
 }
 
@@ -50,9 +35,6 @@ impl MysqlColumn {
             .and_then(|(_, rest)| rest.split_once(')'))
             .map(|(inside, _)| inside.split(',').filter_map(|a| a.trim().parse().ok()).collect())
             .unwrap_or_default();
-        // Doris sizes VARCHAR in bytes: room for n utf8mb4 characters.
-        let text =
-            |n: u32| if n.saturating_mul(4) <= 65533 { DorisType::Varchar(Some(n * 4)) } else { DorisType::String };
         Ok(match base {
             "bit" | "bool" | "boolean" => DorisType::Boolean,
             "tinyint" if unsigned => DorisType::SmallInt,
@@ -73,7 +55,7 @@ impl MysqlColumn {
             "datetime" | "timestamp" => {
                 DorisType::DateTime { precision: args.first().copied().unwrap_or(0).min(6) as u8 }
             }
-            "char" | "varchar" => text(args.first().copied().unwrap_or(1)),
+            "char" | "varchar" => varchar_of_chars(args.first().copied().unwrap_or(1)),
             "json" => DorisType::Json,
             "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set" | "time" | "tinyblob" | "blob"
             | "mediumblob" | "longblob" | "binary" | "varbinary" => DorisType::String,

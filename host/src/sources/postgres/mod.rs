@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
 
 use crate::pipeline::Checked;
+use crate::runtime::mirror::MirrorSource;
 use crate::runtime::{Restartable, Source, SplitEnumerator};
 use crate::sources::cdc::{self, Dialect, Enumerator, LogState, Scope};
 use crate::sources::{StartupMode, is_zero};
@@ -541,15 +542,8 @@ impl Source for PostgresTables {
                 }
             }
         }
-        let dialect = Postgres {
-            server: self.server.clone(),
-            scope: self.scope.clone(),
-            slot: self.slot.clone(),
-            publication: self.publication.clone(),
-            stream: Stream { exported: Mutex::new(exported), confirm: watch::channel(0).0 },
-        };
         let run = Enumerator {
-            dialect: Arc::new(dialect),
+            dialect: Arc::new(self.dialect(exported)),
             tables: self.tables.clone(),
             mode: self.mode,
             chunk_size: self.chunk_size,
@@ -563,6 +557,23 @@ impl Source for PostgresTables {
     fn describe(&self) -> String {
         let names: Vec<&str> = self.tables.iter().map(|t| t.id.as_str()).collect();
         format!("postgres {} of {} (slot {})", self.mode, names.join(", "), self.slot)
+    }
+
+    fn mirror(&self) -> Option<Arc<dyn MirrorSource>> {
+        Some(Arc::new(cdc::mirror::Mirror { dialect: Arc::new(self.dialect(None)), tables: self.tables.clone() }))
+    }
+}
+
+impl PostgresTables {
+    /// The dialect of a run; `exported`: the session that created the slot, holding its snapshot.
+    fn dialect(&self, exported: Option<pgwire_replication::ReplicationClient>) -> Postgres {
+        Postgres {
+            server: self.server.clone(),
+            scope: self.scope.clone(),
+            slot: self.slot.clone(),
+            publication: self.publication.clone(),
+            stream: Stream { exported: Mutex::new(exported), confirm: watch::channel(0).0 },
+        }
     }
 }
 

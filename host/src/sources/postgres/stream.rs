@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use anyhow::Context;
 use async_trait::async_trait;
 use pg_walstream::{LogicalReplicationMessage, LogicalReplicationParser, TupleData};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
@@ -19,7 +20,7 @@ use sluice_guest::batch::RowKind;
 use sluice_guest::types::DorisType;
 use tokio::sync::watch;
 
-use super::{Table, TableDef, column, new_table, no_identity, type_names};
+use super::{Table, TableDef, column, ident, literal, new_table, no_identity, type_names};
 use crate::runtime::{Alter, Event, Restartable, SchemaChange};
 use crate::sources::cdc::log::{Release, Transactions};
 use crate::sources::cdc::{self, LogFollower, Scope};
@@ -45,6 +46,24 @@ pub struct Follower {
     last: u64,
 }
 
+/// The value rows written before a column was added hold in it, per column of `relation`:
+/// PostgreSQL keeps a non-volatile default of `ADD COLUMN` as the column's "missing value" rather
+/// than rewriting the rows (which reach the WAL only when changed). None where the catalog cannot
+/// say (a volatile default rewrote the table, or the column is gone again).
+async fn missing_values(control: &tokio_postgres::Client, relation: u32) -> HashMap<String, String> {
+    let sql = format!(
+        "SELECT attname, (attmissingval::text::text[])[1] FROM pg_catalog.pg_attribute \
+         WHERE attrelid = {relation} AND atthasmissing AND NOT attisdropped"
+    );
+    match super::query(control, &sql).await {
+        Ok(rows) => rows.into_iter().filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.clone()?))).collect(),
+        Err(e) => {
+            tracing::warn!("the defaults of columns added to relation {relation} are unknown: {e:#}");
+            HashMap::new()
+        }
+    }
+}
+
 impl Follower {
     pub fn new(
         client: ReplicationClient,
@@ -67,51 +86,6 @@ impl Follower {
             confirm,
             changed: false,
             last: start,
-        }
-    }
-
-    /// The next batch or schema change and, with a transaction's last one, the LSN after it.
-    async fn read(&mut self) -> anyhow::Result<(Event, Option<u64>)> {
-        loop {
-            if let Some(next) = self.tx.pop() {
-                return Ok(next);
-            }
-            let event = tokio::select! {
-                event = self.client.recv() => event,
-                changed = self.confirm.changed() => {
-                    if changed.is_ok() {
-                        let lsn = *self.confirm.borrow_and_update();
-                        self.client.update_applied_lsn(Lsn(lsn));
-                    }
-                    continue;
-                }
-            };
-            let event = event.map_err(|e| Restartable::error(format!("reading the replication stream: {e}")))?;
-            match event {
-                None => return Err(Restartable::error("the PostgreSQL server ended the replication stream")),
-                Some(ReplicationEvent::Begin { .. }) => self.in_transaction = true,
-                Some(ReplicationEvent::Commit { end_lsn, .. }) => {
-                    self.in_transaction = false;
-                    self.tx.commit(&self.tables, end_lsn.0)?;
-                    self.last = end_lsn.0;
-                }
-                Some(ReplicationEvent::KeepAlive { wal_end, .. }) => {
-                    // Nothing is ready (it was all handed out before this was read): an empty
-                    // batch carries the position on.
-                    if !self.in_transaction && self.tx.is_empty() && wal_end.0 > self.last {
-                        self.last = wal_end.0;
-                        self.tx.commit(&self.tables, wal_end.0)?;
-                    }
-                }
-                Some(ReplicationEvent::XLogData { data, .. }) => {
-                    let message = self
-                        .parser
-                        .parse_wal_message(&data)
-                        .map_err(|e| anyhow::anyhow!("reading a pgoutput message: {e}"))?;
-                    self.message(message.message).await?;
-                }
-                Some(_) => {}
-            }
         }
     }
 
@@ -146,10 +120,20 @@ impl Follower {
                 if def.columns == new_columns && def.replica_identity == old.replica_identity() {
                     return Ok(());
                 }
+                let added = new_columns.iter().any(|c| !old.columns.iter().any(|k| k.name == c.name));
+                let missing = match added {
+                    true => missing_values(&self.control, relation_id).await,
+                    false => HashMap::new(),
+                };
                 let mut alter = Vec::new();
                 for c in &new_columns {
                     match old.columns.iter().find(|k| k.name == c.name) {
-                        None => alter.push(Alter::AddColumn { name: c.name.clone(), default: None, comment: None }),
+                        None => {
+                            // The rows from before the column hold its default: Doris fills them with it.
+                            let default =
+                                missing.get(&c.name).and_then(|v| c.text(v, self.scope.binary, self.scope.zone).ok());
+                            alter.push(Alter::AddColumn { name: c.name.clone(), default, comment: None })
+                        }
                         Some(k) if k.type_name != c.type_name || k.typmod != c.typmod || k.array != c.array => {
                             let from = k.doris_type().map(|t| t.to_string()).unwrap_or_else(|_| k.type_name.clone());
                             alter.push(Alter::ModifyColumn { name: c.name.clone(), from });
@@ -191,11 +175,18 @@ impl Follower {
             }
             LogicalReplicationMessage::Update { relation_id, old_tuple, new_tuple, key_type } => {
                 let Some(t) = self.table(relation_id) else { return Ok(()) };
-                let table = &self.tables[t];
                 let before = old_tuple.as_ref().map(|o| self.values(t, o, None)).transpose()?;
                 // Only a whole old row ('O') holds the values of unchanged TOASTed columns.
                 let whole = before.as_deref().filter(|_| key_type == Some('O'));
-                let after = self.values(t, &new_tuple, whole)?;
+                let mut after = self.values(t, &new_tuple, whole)?;
+                let unchanged: Vec<usize> = (0..after.len())
+                    .filter(|&i| whole.is_none() && new_tuple.columns.get(i).is_some_and(|v| v.is_unchanged()))
+                    .collect();
+                if !unchanged.is_empty() {
+                    self.read_back(t, &new_tuple, &mut after, &unchanged).await?;
+                    after = self.fill(t, after);
+                }
+                let table = &self.tables[t];
                 let key: Vec<usize> =
                     table.primary_key.iter().filter_map(|k| table.columns.iter().position(|c| &c.name == k)).collect();
                 match before {
@@ -266,15 +257,8 @@ impl Follower {
         let mut out = Vec::with_capacity(table.columns.len());
         for (i, (c, v)) in table.columns.iter().zip(&tuple.columns).enumerate() {
             if v.is_unchanged() {
-                match old.and_then(|o| o.get(i)) {
-                    Some(value) => out.push(value.clone()),
-                    None => anyhow::bail!(
-                        "`{}`: an update left column `{}` (a large, TOASTed value) unchanged, and PostgreSQL sends such a value only with the old row; run `ALTER TABLE {} REPLICA IDENTITY FULL`",
-                        table.id,
-                        c.name,
-                        table.quoted()
-                    ),
-                }
+                // Without the old row, read back by the caller ([`Follower::read_back`]).
+                out.push(old.and_then(|o| o.get(i)).cloned().flatten());
                 continue;
             }
             if v.is_null() {
@@ -288,6 +272,49 @@ impl Follower {
             ));
         }
         Ok(out)
+    }
+
+    /// Columns `unchanged` of an update's new row (`tuple`) that PostgreSQL did not resend
+    /// (TOASTed values left as they were, sent only with a whole old row), read back from the
+    /// table by the row's key. The value read is the row's latest: a later change of it follows
+    /// in the stream (and a row deleted since, whose columns then stay NULL, is deleted by it).
+    async fn read_back(
+        &self,
+        t: usize,
+        tuple: &TupleData,
+        row: &mut [Option<String>],
+        unchanged: &[usize],
+    ) -> anyhow::Result<()> {
+        let table = &self.tables[t];
+        let key: Vec<usize> =
+            table.primary_key.iter().filter_map(|k| table.columns.iter().position(|c| &c.name == k)).collect();
+        if key.is_empty() {
+            anyhow::bail!("{}", no_identity(table));
+        }
+        let filter: Vec<String> = key
+            .iter()
+            .map(|&k| match tuple.columns[k].as_str() {
+                Some(v) => format!("{} = {}", ident(&table.columns[k].name), literal(&v)),
+                None => format!("{} IS NULL", ident(&table.columns[k].name)),
+            })
+            .collect();
+        let columns: Vec<String> = unchanged.iter().map(|&i| ident(&table.columns[i].name)).collect();
+        let sql = format!("SELECT {} FROM {} WHERE {}", columns.join(", "), table.quoted(), filter.join(" AND "));
+        let found = super::query(&self.control, &sql)
+            .await
+            .with_context(|| format!("`{}`: reading back the values an update left unchanged", table.id))?;
+        let found = found.into_iter().next().unwrap_or_default();
+        for (j, &i) in unchanged.iter().enumerate() {
+            row[i] = match found.get(j).cloned().flatten() {
+                Some(v) => Some(
+                    table.columns[i]
+                        .text(&v, self.scope.binary, self.scope.zone)
+                        .map_err(|e| anyhow::anyhow!("`{}`: {e}", table.id))?,
+                ),
+                None => None,
+            };
+        }
+        Ok(())
     }
 
     /// A deleted row's old key with the other columns PostgreSQL did not send (NULL) filled in
@@ -322,8 +349,49 @@ impl LogFollower for Follower {
     type At = u64;
     type Def = TableDef;
 
+    /// The next batch or schema change and, with a transaction's last one, the LSN after it.
     async fn next(&mut self) -> anyhow::Result<(Event, Option<u64>)> {
-        self.read().await
+        loop {
+            if let Some(next) = self.tx.pop() {
+                return Ok(next);
+            }
+            let event = tokio::select! {
+                event = self.client.recv() => event,
+                changed = self.confirm.changed() => {
+                    if changed.is_ok() {
+                        let lsn = *self.confirm.borrow_and_update();
+                        self.client.update_applied_lsn(Lsn(lsn));
+                    }
+                    continue;
+                }
+            };
+            let event = event.map_err(|e| Restartable::error(format!("reading the replication stream: {e}")))?;
+            match event {
+                None => return Err(Restartable::error("the PostgreSQL server ended the replication stream")),
+                Some(ReplicationEvent::Begin { .. }) => self.in_transaction = true,
+                Some(ReplicationEvent::Commit { end_lsn, .. }) => {
+                    self.in_transaction = false;
+                    self.tx.commit(&self.tables, end_lsn.0)?;
+                    self.last = end_lsn.0;
+                }
+                Some(ReplicationEvent::KeepAlive { wal_end, .. }) => {
+                    // Nothing is ready (it was all handed out before this was read): an empty
+                    // batch carries the position on.
+                    if !self.in_transaction && self.tx.is_empty() && wal_end.0 > self.last {
+                        self.last = wal_end.0;
+                        self.tx.commit(&self.tables, wal_end.0)?;
+                    }
+                }
+                Some(ReplicationEvent::XLogData { data, .. }) => {
+                    let message = self
+                        .parser
+                        .parse_wal_message(&data)
+                        .map_err(|e| anyhow::anyhow!("reading a pgoutput message: {e}"))?;
+                    self.message(message.message).await?;
+                }
+                Some(_) => {}
+            }
+        }
     }
 
     /// The tables followed, when one changed since this was last asked: called with a

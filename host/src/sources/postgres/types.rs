@@ -2,9 +2,9 @@
 //! `reference/flink-connector.md` §9.4), and a value's text (as the server prints it, in both the
 //! snapshot and pgoutput) as the text of that Doris type.
 
-use sluice_guest::types::DorisType;
+use sluice_guest::types::{ColumnDef, DorisType};
 
-use crate::sources::cdc::BinaryHandling;
+use crate::sources::cdc::{BinaryHandling, varchar_of_chars};
 
 /// A column of a source table, from the catalog or a pgoutput relation message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -23,29 +23,9 @@ pub struct PgColumn {
     pub enumerated: bool,
 }
 
-/// Doris sizes VARCHAR in bytes: room for `n` characters of up to 3 bytes (the connector's rule).
-fn text(n: i32) -> DorisType {
-    match u32::try_from(n) {
-        Ok(n) if n > 0 && n.saturating_mul(3) <= 65533 => DorisType::Varchar(Some(n * 3)),
-        _ => DorisType::String,
-    }
-}
-
 impl crate::sources::cdc::Column for PgColumn {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn nullable(&self) -> bool {
-        self.nullable
-    }
-
-    fn doris_type(&self) -> Result<DorisType, String> {
-        PgColumn::doris_type(self)
-    }
-
-    fn is_chunk_key(&self) -> bool {
-        !self.array && ["int2", "int4", "int8"].contains(&self.type_name.as_str())
+    fn doris_column(&self) -> Result<ColumnDef, String> {
+        Ok(ColumnDef::new(&self.name, self.doris_type()?, self.nullable))
     }
 }
 
@@ -76,7 +56,7 @@ impl PgColumn {
             "bool" => DorisType::Boolean,
             "bit" if m <= 1 => DorisType::Boolean,
             "bit" => DorisType::String,
-            "bpchar" | "varchar" => text(m - 4),
+            "bpchar" | "varchar" => u32::try_from(m - 4).map_or(DorisType::String, varchar_of_chars),
             "json" | "jsonb" => DorisType::Json,
             "point" | "line" | "lseg" | "box" | "path" | "polygon" | "circle" | "text" | "time" | "timetz"
             | "interval" | "cidr" | "inet" | "macaddr" | "varbit" | "uuid" | "bytea" | "regclass" => DorisType::String,
@@ -268,8 +248,8 @@ mod tests {
             ("bool", -1, "BOOLEAN"),
             ("bit", 1, "BOOLEAN"),
             ("bit", 8, "STRING"),
-            ("varchar", 32 + 4, "VARCHAR(96)"),
-            ("bpchar", 1 + 4, "VARCHAR(3)"),
+            ("varchar", 32 + 4, "VARCHAR(128)"),
+            ("bpchar", 1 + 4, "VARCHAR(4)"),
             ("varchar", -1, "STRING"),
             ("varchar", 30000 + 4, "STRING"),
             ("text", -1, "STRING"),

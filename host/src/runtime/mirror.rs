@@ -1,0 +1,116 @@
+//! What `sluice verify` asks of a pipeline's ends: a source that can read its tables again by key
+//! range, and a sink that can read back what it wrote. Both answer with the rows as the pipeline
+//! carries them (Arrow, in the source table's schema), so the comparison is the pipeline's own
+//! conversions, not a second copy of them.
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+
+use super::TableId;
+
+/// A table a source mirrors.
+#[derive(Debug, Clone)]
+pub struct MirroredTable {
+    pub id: TableId,
+    /// The columns as the source sends them (and as the sink created them).
+    pub schema: SchemaRef,
+    /// The primary key's columns (none: rows are compared as a multiset).
+    pub key: Vec<String>,
+    /// The integer key column the table is compared in ranges of, when it has one.
+    pub range_key: Option<String>,
+}
+
+/// A closed range of an integer key; an open end reaches past every value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyRange {
+    pub low: Option<i64>,
+    pub high: Option<i64>,
+}
+
+impl KeyRange {
+    /// Every row.
+    pub const ALL: KeyRange = KeyRange { low: None, high: None };
+
+    /// `[low, high]` of `width`-wide ranges, the first open below and the last open above (so
+    /// rows outside the source's bounds are still looked for in the copy).
+    pub fn split(low: i64, high: i64, width: u64) -> Vec<KeyRange> {
+        let width = width.max(1) as i128;
+        let mut out = Vec::new();
+        let mut start = low as i128;
+        while start <= high as i128 {
+            let end = (start + width - 1).min(high as i128);
+            out.push(KeyRange { low: Some(start as i64), high: Some(end as i64) });
+            start = end + 1;
+        }
+        if let Some(first) = out.first_mut() {
+            first.low = None;
+        }
+        if let Some(last) = out.last_mut() {
+            last.high = None;
+        }
+        if out.is_empty() {
+            out.push(KeyRange::ALL);
+        }
+        out
+    }
+
+    /// ` WHERE …` on `column` (already quoted), or nothing for every row.
+    pub fn filter(&self, column: &str) -> String {
+        match (self.low, self.high) {
+            (None, None) => String::new(),
+            (Some(l), None) => format!(" WHERE {column} >= {l}"),
+            (None, Some(h)) => format!(" WHERE {column} <= {h}"),
+            (Some(l), Some(h)) => format!(" WHERE {column} >= {l} AND {column} <= {h}"),
+        }
+    }
+}
+
+impl std::fmt::Display for KeyRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let end = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+        write!(f, "[{}..{}]", end(self.low), end(self.high))
+    }
+}
+
+/// A source whose tables can be read again, range by range.
+#[async_trait]
+pub trait MirrorSource: Send + Sync {
+    /// The tables it reads.
+    fn tables(&self) -> Vec<MirroredTable>;
+    /// The ranges `table` is compared in: each small enough to hold in memory.
+    async fn ranges(&self, table: &MirroredTable) -> anyhow::Result<Vec<KeyRange>>;
+    /// The rows of `table` in `range`, as the pipeline would send them.
+    async fn read(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<RecordBatch>;
+}
+
+/// A sink whose tables can be read back.
+#[async_trait]
+pub trait MirrorTarget: Send + Sync {
+    /// Where the rows of source table `table` go (`db.table`).
+    fn target(&self, table: &TableId) -> String;
+    /// `columns` of `target` in `range` of `key` (none: every row), as stored.
+    async fn read(
+        &self,
+        target: &str,
+        columns: &[String],
+        key: Option<&str>,
+        range: KeyRange,
+    ) -> anyhow::Result<Vec<RecordBatch>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyRange;
+
+    #[test]
+    fn ranges_cover_every_key_and_are_open_at_the_ends() {
+        let r = KeyRange::split(1, 10, 4);
+        assert_eq!(r.iter().map(ToString::to_string).collect::<Vec<_>>(), ["[..4]", "[5..8]", "[9..]"]);
+        assert_eq!(KeyRange::split(5, 5, 100), [KeyRange::ALL]);
+        assert_eq!(KeyRange::split(i64::MAX - 1, i64::MAX, 1).len(), 2);
+        assert_eq!(r[1].filter("`id`"), " WHERE `id` >= 5 AND `id` <= 8");
+        assert_eq!(r[0].filter("k"), " WHERE k <= 4");
+        assert_eq!(KeyRange::ALL.filter("k"), "");
+    }
+}
