@@ -21,6 +21,9 @@ pub struct MirroredTable {
     pub range_key: Option<String>,
 }
 
+/// The most ranges a table is compared in.
+pub const MAX_RANGES: u64 = 1000;
+
 /// A closed range of an integer key; an open end reaches past every value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct KeyRange {
@@ -33,9 +36,11 @@ impl KeyRange {
     pub const ALL: KeyRange = KeyRange { low: None, high: None };
 
     /// `[low, high]` of `width`-wide ranges, the first open below and the last open above (so
-    /// rows outside the source's bounds are still looked for in the copy).
+    /// rows outside the source's bounds are still looked for in the copy); wider where that would
+    /// make more than [`MAX_RANGES`] (a sparse key spread over all of `i64`).
     pub fn split(low: i64, high: i64, width: u64) -> Vec<KeyRange> {
-        let width = width.max(1) as i128;
+        let span = high as i128 - low as i128 + 1;
+        let width = (width.max(1) as i128).max(span.div_euclid(MAX_RANGES as i128) + 1);
         let mut out = Vec::new();
         let mut start = low as i128;
         while start <= high as i128 {
@@ -109,6 +114,11 @@ mod tests {
         assert_eq!(r.iter().map(ToString::to_string).collect::<Vec<_>>(), ["[..4]", "[5..8]", "[9..]"]);
         assert_eq!(KeyRange::split(5, 5, 100), [KeyRange::ALL]);
         assert_eq!(KeyRange::split(i64::MAX - 1, i64::MAX, 1).len(), 2);
+        // A key spread over all of i64 is cut into at most MAX_RANGES ranges, not 10^14.
+        let sparse = KeyRange::split(i64::MIN, i64::MAX, 50_000);
+        assert!(sparse.len() <= super::MAX_RANGES as usize && sparse.len() > 900, "{}", sparse.len());
+        assert_eq!((sparse[0].low, sparse[sparse.len() - 1].high), (None, None));
+        assert!(sparse.windows(2).all(|w| w[0].high.unwrap() + 1 == w[1].low.unwrap()));
         assert_eq!(r[1].filter("`id`"), " WHERE `id` >= 5 AND `id` <= 8");
         assert_eq!(r[0].filter("k"), " WHERE k <= 4");
         assert_eq!(KeyRange::ALL.filter("k"), "");
