@@ -365,19 +365,18 @@ async fn fuzz<S: Server>(server: &S) {
     }
 }
 
-/// Ignored until what it finds is fixed (a `sluice verify` that does not return once the mirror
-/// lags); `tests/soak.sh` runs it.
+/// Ignored until what it finds is fixed (seed 20261208: a Stream Load Doris refuses as filtered;
+/// with `kill -9`, a restart ahead of a DDL not yet checkpointed); `tests/soak.sh` runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finds a verify that does not return; run by tests/soak.sh"]
+#[ignore = "finds a load Doris filters (seed 20261208); run by tests/soak.sh"]
 async fn a_mysql_mirror_of_random_tables_and_changes_verifies_equal() {
     let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
     fuzz(&maria).await;
 }
 
-/// Ignored until what it finds is fixed (a `sluice verify` that does not return, in its second
-/// round); `tests/soak.sh` runs it.
+/// Ignored until it has run in CI beside the MySQL one; `tests/soak.sh` runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finds a verify that does not return in its second round; run by tests/soak.sh"]
+#[ignore = "not yet run under CI's load; run by tests/soak.sh"]
 async fn a_postgres_mirror_of_random_tables_and_changes_verifies_equal() {
     let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
     fuzz(&pg).await;
