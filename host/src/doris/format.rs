@@ -49,6 +49,15 @@ impl std::fmt::Display for BodyFormat {
     }
 }
 
+/// Whether `hay` holds `needle`.
+fn holds(hay: &[u8], needle: &[u8]) -> bool {
+    match needle {
+        [] => false,
+        [b] => hay.contains(b),
+        _ => hay.windows(needle.len()).any(|w| w == needle),
+    }
+}
+
 /// `\x01`-style escapes in separators, as Doris and the connector read them.
 pub fn decode_separator(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
@@ -85,8 +94,11 @@ pub(super) fn options() -> FormatOptions<'static> {
         .with_datetime_format(Some("%Y-%m-%d %H:%M:%S%.f"))
 }
 
+/// Written as a JSON number or boolean: not a DECIMAL, which Doris reads from a JSON number as a
+/// double (38 digits become 17), but from a string exactly.
 fn is_json_bare(t: &DataType) -> bool {
-    t.is_numeric() || matches!(t, DataType::Boolean)
+    (t.is_numeric() && !matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..)))
+        || matches!(t, DataType::Boolean)
 }
 
 impl BodyEncoder {
@@ -102,6 +114,16 @@ impl BodyEncoder {
                 let columns =
                     batch.columns().iter().map(|c| ColumnText::new(c, &opts)).collect::<Result<Vec<_>, _>>()?;
                 let fmts = &columns;
+                // Columns whose text may hold a separator (not numbers, dates, booleans).
+                let textual: Vec<bool> = batch
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        !(c.data_type().is_numeric()
+                            || c.data_type().is_temporal()
+                            || c.data_type() == &DataType::Boolean)
+                    })
+                    .collect();
                 for row in 0..batch.num_rows() {
                     for (i, c) in columns.iter().enumerate() {
                         if i > 0 {
@@ -110,7 +132,18 @@ impl BodyEncoder {
                         if c.is_null(row) {
                             out.extend_from_slice(b"\\N");
                         } else {
+                            let start = out.len();
                             c.write(row, out)?;
+                            if textual[i]
+                                && (holds(&out[start..], column_separator) || holds(&out[start..], line_delimiter))
+                            {
+                                return Err(format!(
+                                    "column `{}` holds a value with the column separator {:?} or the line delimiter {:?}, which a CSV load cannot carry: set `properties.format = \"json\"` (or separators its values never hold, e.g. `properties.column_separator = \"\\\\x01\"`)",
+                                    batch.schema().field(i).name(),
+                                    String::from_utf8_lossy(column_separator),
+                                    String::from_utf8_lossy(line_delimiter),
+                                ));
+                            }
                         }
                     }
                     if let Some(s) = signs {
@@ -228,6 +261,31 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "1\x01a\"b\x012024-01-01\x012024-01-01 10:00:00\x010\n2\x01\\N\x01\\N\x01\\N\x011\n"
         );
+    }
+
+    #[test]
+    fn a_csv_value_holding_a_separator_is_refused_naming_the_column_and_the_way_out() {
+        let schema = Arc::new(Schema::new(vec![Field::new("note", DataType::Utf8, true)]));
+        let tab = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["tab\there"]))]).unwrap();
+        let csv = BodyFormat::from_properties(|_| None).unwrap();
+        let e = BodyEncoder::new(csv).write(&tab, None, &mut Vec::new()).unwrap_err();
+        assert!(e.starts_with("column `note` holds a value with the column separator \"\\t\""), "{e}");
+        assert!(e.contains("set `properties.format = \"json\"`"), "{e}");
+        let mut out = Vec::new();
+        BodyEncoder::new(BodyFormat::Json).write(&tab, None, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"note\":\"tab\\there\"}\n");
+    }
+
+    #[test]
+    fn json_decimals_are_strings_so_doris_keeps_every_digit() {
+        let schema = Arc::new(Schema::new(vec![Field::new("d", DataType::Decimal128(38, 10), true)]));
+        let big = arrow::array::Decimal128Array::from(vec![99_999_999_999_999_999_999_999_999_999_999_999_999i128])
+            .with_precision_and_scale(38, 10)
+            .unwrap();
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(big)]).unwrap();
+        let mut out = Vec::new();
+        BodyEncoder::new(BodyFormat::Json).write(&batch, None, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"d\":\"9999999999999999999999999999.9999999999\"}\n");
     }
 
     #[test]

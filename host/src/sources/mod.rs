@@ -13,10 +13,12 @@ pub mod postgres;
 use serde::{Deserialize, Serialize};
 
 /// `scan.startup.mode` of a CDC source (Flink CDC's names): where it starts reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StartupMode {
-    /// A snapshot of every table, then the log from the position taken before it.
+    /// A snapshot of every table, then the log from the position taken before it (the default,
+    /// as Flink CDC's).
+    #[default]
     Initial,
     /// A snapshot of every table, and then the source is exhausted.
     Snapshot,

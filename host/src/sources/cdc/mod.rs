@@ -306,6 +306,8 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     ) -> anyhow::Result<Option<(i64, i64)>>;
     /// A table kept in a position, as the follower reads it again.
     fn table(&self, def: &Self::Def) -> anyhow::Result<Self::Table>;
+    /// `t` as a position keeps it.
+    fn def(&self, t: &Self::Table) -> Self::Def;
     /// The log from `at`, leaving out the first `skip` batches of the first transaction, with the
     /// tables as they stand there.
     async fn follow(

@@ -72,10 +72,12 @@ impl<D: Dialect> Enumerator<D> {
         let gate = (self.mode == StartupMode::Initial && positions.len() > 1).then(|| watch::channel(snapshot_done).0);
         // The chunk widths of a snapshot under way stay as it began.
         let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
+        let kept = positions.first().and_then(Option::as_ref).and_then(|p| p.tables.as_deref());
+        let tables = Arc::new(as_of_position(&*self.dialect, kept, &self.tables)?);
         let mut chunks = Vec::new();
         if !self.mode.log_only() && !snapshot_done {
             let mut session = None;
-            for (i, t) in self.tables.iter().enumerate() {
+            for (i, t) in tables.iter().enumerate() {
                 let Some(key) = t.integer_key().filter(|_| self.mode != StartupMode::SchemaOnly) else {
                     chunks.push(Chunk::whole(i));
                     continue;
@@ -94,7 +96,7 @@ impl<D: Dialect> Enumerator<D> {
         }
         Ok(Box::new(Chunks {
             dialect: self.dialect,
-            tables: self.tables,
+            tables,
             chunks,
             readers: positions.len(),
             steps,
@@ -104,6 +106,26 @@ impl<D: Dialect> Enumerator<D> {
             gate,
         }))
     }
+}
+
+/// The tables a restored run reads its chunks with: each as the log position knows it (worker 0's
+/// position keeps them) while the server still has every column of it — a column added since
+/// reaches Doris with the change that added it, replayed from the log, and the rows read now
+/// match the Doris table as it stands — else as found now (a column dropped since cannot be read).
+fn as_of_position<D: Dialect>(
+    dialect: &D,
+    kept: Option<&[D::Def]>,
+    found: &[D::Table],
+) -> anyhow::Result<Vec<D::Table>> {
+    let Some(kept) = kept else { return Ok(found.to_vec()) };
+    let kept = kept.iter().map(|d| dialect.table(d)).collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(found
+        .iter()
+        .map(|t| match kept.iter().find(|k| k.id() == t.id()) {
+            Some(k) if k.schema().fields().iter().all(|f| t.schema().field_with_name(f.name()).is_ok()) => k.clone(),
+            _ => t.clone(),
+        })
+        .collect())
 }
 
 /// The chunks of a run, dealt to the readers.
@@ -148,6 +170,11 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
         let log_start = if worker == 0 { self.log_start.clone() } else { None };
         if worker == 0 {
             position.log.begin(log_start.clone());
+            // The tables as of the log position, kept from the start of a run that follows the
+            // log: a restart replays the log, and reads the chunks left, with these.
+            if position.tables.is_none() && (log_start.is_some() || position.log.at().is_some()) {
+                position.tables = Some(self.tables.iter().map(|t| self.dialect.def(t)).collect());
+            }
         } else {
             position.log = D::Log::default();
             position.tables = None;
@@ -211,12 +238,17 @@ impl<D: Dialect> Reader<D> {
             return Ok(None);
         }
         if self.follower.is_none() {
-            // The tables as of the log position: as a change in the log left them, or as found at
-            // the start.
-            let tables = match &self.position.tables {
+            // The tables as of the log position (as kept with it), and those found at the start
+            // that it does not know (a table the patterns cover since the restart).
+            let mut tables = match &self.position.tables {
                 Some(defs) => defs.iter().map(|d| self.dialect.table(d)).collect::<anyhow::Result<Vec<_>>>()?,
-                None => self.tables.to_vec(),
+                None => Vec::new(),
             };
+            let known: HashSet<TableId> = tables.iter().map(|t| t.id().clone()).collect();
+            tables.extend(self.tables.iter().filter(|t| !known.contains(t.id())).cloned());
+            // Kept with the position from now on: after a restart the log is read again from
+            // there with these tables, not with the tables as a later change left them.
+            self.position.tables = Some(tables.iter().map(|t| self.dialect.def(t)).collect());
             if let Some(t) = tables.iter().find(|t| !self.announced.contains(t.id())) {
                 self.announced.insert(t.id().clone());
                 return Ok(Some(Event::SchemaChange(t.announce())));

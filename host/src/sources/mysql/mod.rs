@@ -33,25 +33,29 @@ cdc::cdc_source! {
     /// `type = "mysql"`: the options (Flink CDC's MySQL source keys where one exists).
     pub struct MysqlSource: "mysql", Connection::Mysql {
         /// `scan.startup.mode`.
+        /// Default: `initial`.
+        #[serde(default)]
         pub scan: MysqlScan,
     }
 }
 
 /// `scan.*`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlScan {
+    #[serde(default)]
     pub startup: MysqlStartup,
 }
 
 /// `scan.startup.*`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlStartup {
     /// `initial` (the snapshot, then the binlog), `snapshot` (read every table once and stop),
     /// or only the binlog: from now (`latest-offset`), from the oldest file the server keeps
     /// (`earliest-offset`), from `specific_offset` (`specific-offset`) or from
     /// `timestamp_millis` (`timestamp`).
+    #[serde(default)]
     pub mode: StartupMode,
     /// `scan.startup.specific-offset.*`: `file` and `pos`, or (MariaDB) `gtid_set`.
     pub specific_offset: Option<SpecificOffset>,
@@ -400,6 +404,10 @@ impl Dialect for Mysql {
 
     fn table(&self, def: &TableDef) -> anyhow::Result<Table> {
         new_table(&def.db, &def.name, def.columns.clone(), def.primary_key.clone())
+    }
+
+    fn def(&self, t: &Table) -> TableDef {
+        t.def()
     }
 
     async fn follow(&self, at: BinlogPosition, skip: u64, tables: Vec<Table>) -> anyhow::Result<Follower> {

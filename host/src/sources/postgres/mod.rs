@@ -58,6 +58,8 @@ cdc::cdc_source! {
         /// `decoding.plugin.name`: only `pgoutput`, PostgreSQL's own.
         #[serde(default = "default_plugin")]
         pub decoding_plugin: String,
+        /// Default: `initial`.
+        #[serde(default)]
         pub scan: PostgresScan,
     }
 }
@@ -71,18 +73,20 @@ fn default_plugin() -> String {
 }
 
 /// `scan.*`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresScan {
+    #[serde(default)]
     pub startup: PostgresStartup,
 }
 
 /// `scan.startup.*`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresStartup {
     /// `initial` (the snapshot, then the slot), `snapshot` (read every table once and stop) or
     /// `latest-offset` (only the slot, from where it stands).
+    #[serde(default)]
     pub mode: StartupMode,
 }
 
@@ -720,6 +724,10 @@ impl Dialect for Postgres {
 
     fn table(&self, def: &TableDef) -> anyhow::Result<Table> {
         new_table(def.clone())
+    }
+
+    fn def(&self, t: &Table) -> TableDef {
+        t.def()
     }
 
     async fn follow(&self, start: u64, skip: u64, tables: Vec<Table>) -> anyhow::Result<Follower> {

@@ -61,7 +61,7 @@ impl SinkSettings {
             (None, Some(d)) => (d.as_str(), ""),
             (None, None) => ("", ""),
         };
-        let properties: Vec<(String, String)> = cfg
+        let mut properties: Vec<(String, String)> = cfg
             .properties
             .iter()
             .map(|(k, v)| {
@@ -72,6 +72,11 @@ impl SinkSettings {
                 (k.clone(), text)
             })
             .collect();
+        // A whole database is written as JSON lines unless told otherwise, as the connector's
+        // database sync does: any text value fits (a tab, a newline), columns matched by name.
+        if cfg.database.is_some() && !properties.iter().any(|(k, _)| k.eq_ignore_ascii_case("format")) {
+            properties.push(("format".into(), "json".into()));
+        }
         let get = |k: &str| properties.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)).map(|(_, v)| v.clone());
         let format = BodyFormat::from_properties(get).map_err(|m| ("sink.properties.format".to_string(), m))?;
         let gzip = match get("compress_type").map(|c| c.to_ascii_lowercase()) {
