@@ -9,8 +9,15 @@
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/release}"
 WORK="$(mktemp -d)"
 BENCH_PIDS=()
+PG_PID=""; PG_RUNNER=""
+# What was started stops before its files go: MariaDB on TERM (up to 10 s), PostgreSQL with a fast
+# shutdown (SIGINT: it ends the sessions, Sluice's replication connection among them, instead of
+# waiting for them).
 bench_cleanup() {
-  for p in "${BENCH_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  if [ -n "$PG_PID" ]; then kill -INT "$PG_PID" 2>/dev/null || true
+  elif [ -n "$PG_RUNNER" ]; then kill "$PG_RUNNER" 2>/dev/null || true; fi
+  for p in "${BENCH_PIDS[@]:-}"; do [ -n "$p" ] && [ "$p" != "$PG_PID" ] && kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 1 100); do kill -0 "${BENCH_PIDS[@]:-}" $PG_RUNNER 2>/dev/null || break; sleep 0.1; done
   rm -rf "$WORK"
 }
 trap bench_cleanup EXIT
@@ -51,6 +58,50 @@ bench_venv() {
   fi
   PY="$venv/bin/python"
 }
+
+# A MariaDB of this script (own temp dir, free loopback port, binlog ROW, 1 GB buffer pool,
+# innodb_flush_log_at_trx_commit = 2); sets $MPORT, $MARIA_PID and msql SQL.
+start_mariadb() {
+  local m="$WORK/maria"
+  mkdir -p "$m/tmp"
+  mariadb-install-db --no-defaults --auth-root-authentication-method=normal --skip-test-db --user=root \
+    --datadir="$m/data" --tmpdir="$m/tmp" >"$m/install.log" 2>&1 || { cat "$m/install.log" >&2; exit 1; }
+  MPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mariadbd --no-defaults --datadir="$m/data" --tmpdir="$m/tmp" --port="$MPORT" --bind-address=127.0.0.1 \
+    --socket="$m/sock" --pid-file="$m/pid" --log-error="$m/error.log" --log-bin="$m/binlog" --user=root \
+    --binlog-format=ROW --server-id=1 --character-set-server=utf8mb4 --innodb-buffer-pool-size=1G \
+    --innodb-flush-log-at-trx-commit=2 >/dev/null 2>&1 &
+  MARIA_PID=$!
+  track "$MARIA_PID"
+  for _ in $(seq 1 300); do msql "SELECT 1" >/dev/null 2>&1 && break; sleep 0.1; done
+  msql "SELECT 1" >/dev/null || { echo "MariaDB did not start:" >&2; tail -20 "$m/error.log" >&2; exit 1; }
+}
+# A PostgreSQL of this script (wal_level = logical, fsync off) in $WORK/pg on a free loopback
+# port, run as the `postgres` user when this script runs as root (PostgreSQL refuses root); sets
+# $PGPORT, $PG_PID and psql_ ARG….
+PGBIN=/usr/lib/postgresql/15/bin
+start_postgres() {
+  P="$WORK/pg"
+  mkdir -p "$P"
+  if [ "$(id -u)" = 0 ]; then chmod 711 "$WORK"; chown postgres: "$P"; fi
+  as_pg "$PGBIN/initdb" --auth=trust --username=postgres --encoding=UTF8 --no-sync -D "$P/data" >"$WORK/initdb.log" 2>&1 \
+    || { cat "$WORK/initdb.log" >&2; exit 1; }
+  PGPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  as_pg "$PGBIN/postgres" -D "$P/data" -p "$PGPORT" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$P" \
+    -c wal_level=logical -c max_replication_slots=8 -c max_wal_senders=8 -c fsync=off -c synchronous_commit=off \
+    >"$WORK/postgres.log" 2>&1 &
+  PG_RUNNER=$!
+  for _ in $(seq 1 300); do psql_ -c "SELECT 1" >/dev/null 2>&1 && break; sleep 0.1; done
+  psql_ -c "SELECT 1" >/dev/null || { echo "PostgreSQL did not start:" >&2; tail -20 "$WORK/postgres.log" >&2; exit 1; }
+  PG_PID=$(head -1 "$P/data/postmaster.pid")  # the postmaster itself (runuser is its parent)
+  track "$PG_PID"
+}
+as_pg() { if [ "$(id -u)" = 0 ]; then (cd "$P" && exec runuser -u postgres -- "$@"); else (cd "$P" && exec "$@"); fi; }
+psql_() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres "$@"; }
+
+msql() { mysql -h127.0.0.1 -P"$MPORT" -uroot -N -B -e "$1"; }
+# User + system seconds of process PID so far.
+cpu_of() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$1/stat"; }
 
 sql() { mysql -h127.0.0.1 -P"$QPORT" -uroot -N -B -e "$1"; }
 now() { date +%s.%N; }

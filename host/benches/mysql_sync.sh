@@ -29,30 +29,11 @@ CKPT=1
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 source "$HERE/common.sh"
-# Stop what this script started (MariaDB shuts down on TERM: up to 10 s) before its files go.
-mysql_sync_cleanup() {
-  for p in "${BENCH_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for _ in $(seq 1 100); do kill -0 "${BENCH_PIDS[@]:-}" 2>/dev/null || break; sleep 0.1; done
-  bench_cleanup
-}
-trap mysql_sync_cleanup EXIT
 bench_binaries
 bench_venv "import pymysql, pymysqlreplication" pymysql mysql-replication
 start_doris_lite
 
-M="$WORK/maria"
-mkdir -p "$M/tmp"
-mariadb-install-db --no-defaults --auth-root-authentication-method=normal --skip-test-db --user=root \
-  --datadir="$M/data" --tmpdir="$M/tmp" >"$M/install.log" 2>&1 || { cat "$M/install.log" >&2; exit 1; }
-MPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mariadbd --no-defaults --datadir="$M/data" --tmpdir="$M/tmp" --port="$MPORT" --bind-address=127.0.0.1 \
-  --socket="$M/sock" --pid-file="$M/pid" --log-error="$M/error.log" --log-bin="$M/binlog" --user=root \
-  --binlog-format=ROW --server-id=1 --character-set-server=utf8mb4 --innodb-buffer-pool-size=1G \
-  --innodb-flush-log-at-trx-commit=2 >/dev/null 2>&1 &
-track $!
-msql() { mysql -h127.0.0.1 -P"$MPORT" -uroot -N -B -e "$1"; }
-for _ in $(seq 1 300); do msql "SELECT 1" >/dev/null 2>&1 && break; sleep 0.1; done
-msql "SELECT 1" >/dev/null || { echo "MariaDB did not start:" >&2; tail -20 "$M/error.log" >&2; exit 1; }
+start_mariadb
 
 PER=$(( ROWS / TABLES ))
 TOTAL=$(( PER * TABLES ))

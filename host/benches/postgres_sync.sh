@@ -34,42 +34,14 @@ SECS="${2:-20}"
 RATES=(10000 50000)
 TABLES=10
 CKPT=1
-PGBIN=/usr/lib/postgresql/15/bin
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 source "$HERE/common.sh"
-# Stop what this script started before its files go: PostgreSQL with a fast shutdown (SIGINT: it
-# ends the sessions, Sluice's replication connection among them, instead of waiting for them).
-PG_PID=""; PG_RUNNER=""
-postgres_sync_cleanup() {
-  if [ -n "$PG_PID" ]; then kill -INT "$PG_PID" 2>/dev/null || true
-  elif [ -n "$PG_RUNNER" ]; then kill "$PG_RUNNER" 2>/dev/null || true; fi
-  for p in "${BENCH_PIDS[@]:-}"; do [ -n "$p" ] && [ "$p" != "$PG_PID" ] && kill "$p" 2>/dev/null || true; done
-  for _ in $(seq 1 100); do kill -0 "${BENCH_PIDS[@]:-}" $PG_RUNNER 2>/dev/null || break; sleep 0.1; done
-  bench_cleanup
-}
-trap postgres_sync_cleanup EXIT
 bench_binaries
 bench_venv "import psycopg, pymysql" "psycopg[binary]" pymysql
 start_doris_lite
 
-# PostgreSQL refuses to run as root: its files belong to `postgres`, which must reach them.
-P="$WORK/pg"
-mkdir -p "$P"
-as_pg() { if [ "$(id -u)" = 0 ]; then (cd "$P" && exec runuser -u postgres -- "$@"); else (cd "$P" && exec "$@"); fi; }
-if [ "$(id -u)" = 0 ]; then chmod 711 "$WORK"; chown postgres: "$P"; fi
-as_pg "$PGBIN/initdb" --auth=trust --username=postgres --encoding=UTF8 --no-sync -D "$P/data" >"$WORK/initdb.log" 2>&1 \
-  || { cat "$WORK/initdb.log" >&2; exit 1; }
-PGPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-as_pg "$PGBIN/postgres" -D "$P/data" -p "$PGPORT" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$P" \
-  -c wal_level=logical -c max_replication_slots=8 -c max_wal_senders=8 -c fsync=off -c synchronous_commit=off \
-  >"$WORK/postgres.log" 2>&1 &
-PG_RUNNER=$!
-psql_() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres "$@"; }
-for _ in $(seq 1 300); do psql_ -c "SELECT 1" >/dev/null 2>&1 && break; sleep 0.1; done
-psql_ -c "SELECT 1" >/dev/null || { echo "PostgreSQL did not start:" >&2; tail -20 "$WORK/postgres.log" >&2; exit 1; }
-PG_PID=$(head -1 "$P/data/postmaster.pid")  # the postmaster itself (runuser is its parent)
-track "$PG_PID"
+start_postgres
 
 PER=$(( ROWS / TABLES ))
 TOTAL=$(( PER * TABLES ))

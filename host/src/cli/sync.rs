@@ -403,12 +403,97 @@ pub fn run(origin: Origin, args: SyncArgs, quiet: bool) -> anyhow::Result<()> {
     let text = pipeline(origin, &args, true)?;
     let name = toml::from_str::<toml::Table>(&text)?["pipeline"]["name"].as_str().unwrap_or("sync").to_string();
     let file = PathBuf::from(format!("{name}.toml"));
-    let pipeline = crate::pipeline::load_str(&file, &text)?;
-    if args.verify {
+    let pipeline = crate::pipeline::load_str(&file, &text).map_err(|e| match refused_flag(origin, &text, &e) {
+        Some(flag) => anyhow::anyhow!("{flag}: {}", e.message),
+        None => anyhow::anyhow!("{}-sync-database: {}", origin.name(), e.message),
+    })?;
+    let result = if args.verify {
         let verify = super::verify::VerifyArgs { samples: 10, recheck_after: None, rate: None, json: false };
-        return super::verify::verify_pipeline(&file, pipeline, &verify);
+        super::verify::verify_pipeline(&file, pipeline, &verify)
+    } else {
+        super::run::run_pipeline(file.clone(), pipeline, quiet, None, crate::pipeline::ClusterArgs::default())
+    };
+    result.map_err(|e| anyhow::anyhow!("{}", in_flags(origin, &file, &text, &format!("{e:#}"))))
+}
+
+/// `message` with each place in the pipeline the command wrote (`<file>:<line>: `) given as the
+/// flag that set it, else as the command.
+fn in_flags(origin: Origin, file: &std::path::Path, text: &str, message: &str) -> String {
+    let at =
+        regex::Regex::new(&format!(r"{}:(\d+): ", regex::escape(&file.display().to_string()))).expect("a valid regex");
+    at.replace_all(message, |c: &regex::Captures<'_>| {
+        let flag = c[1].parse().ok().and_then(|line| flag_at(origin, text, line));
+        format!("{}: ", flag.unwrap_or_else(|| format!("{}-sync-database", origin.name())))
+    })
+    .into_owned()
+}
+
+/// The flag that gave the value the pipeline of the command (`text`) refused with `e`.
+fn refused_flag(origin: Origin, text: &str, e: &crate::pipeline::ConfigError) -> Option<String> {
+    let by_key =
+        e.key.as_deref().and_then(|k| k.rsplit_once('.')).and_then(|(section, key)| flag_of(origin, section, key));
+    by_key.or_else(|| flag_at(origin, text, e.line?))
+}
+
+/// The flag that wrote line `line` (1-based) of the command's pipeline `text`, if one did.
+fn flag_at(origin: Origin, text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (key, _) = lines.get(line.checked_sub(1)?)?.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    let section = lines[..line].iter().rev().find_map(|l| {
+        let l = l.trim();
+        l.starts_with('[').then(|| l.trim_matches(|c| c == '[' || c == ']').to_string())
+    })?;
+    flag_of(origin, &section, key)
+}
+
+/// The flag that writes `key` of `section` in the command's pipeline, if one does.
+fn flag_of(origin: Origin, section: &str, key: &str) -> Option<String> {
+    let conf = match origin {
+        Origin::Mysql => "--mysql-conf",
+        Origin::Postgres => "--postgres-conf",
+    };
+    let option = |o: &str| Some(format!("{conf} {o}"));
+    let flag = |f: &str| Some(f.to_string());
+    match (section, key) {
+        ("connections.source", "host") => option("hostname"),
+        ("connections.source", "user") => option("username"),
+        ("connections.source", "server_id") => option("server-id"),
+        ("connections.source", "server_time_zone") => option("server-time-zone"),
+        ("connections.source", k) => option(k),
+        ("source", "database") => option("database-name"),
+        ("source", "schema") => option("schema-name"),
+        ("source", "slot_name") => option("slot.name"),
+        ("source", "decoding_plugin") => option("decoding.plugin.name"),
+        ("source", "publication_name") => option("debezium.publication.name"),
+        ("source", "chunk_size") => option("scan.incremental.snapshot.chunk.size"),
+        ("source", "binary_handling") => option("debezium.binary.handling.mode"),
+        ("source", "include") => flag("--including-tables"),
+        ("source", "exclude") => flag("--excluding-tables"),
+        ("source", "schema_only") => flag("--create-table-only"),
+        ("source.scan.startup", "timestamp_millis") => option("scan.startup.timestamp-millis"),
+        ("source.scan.startup", k) => option(&format!("scan.startup.{k}")),
+        ("source.scan.startup.specific_offset", k) => {
+            option(&format!("scan.startup.specific-offset.{}", k.replace('_', "-")))
+        }
+        ("doris", k) => Some(format!("--sink-conf {}", k.replace('_', "-"))),
+        ("sink", "database") => flag("--database"),
+        ("sink", "table_prefix") => flag("--table-prefix"),
+        ("sink", "table_suffix") => flag("--table-suffix"),
+        ("sink", "label_prefix") => flag("--sink-conf sink.label-prefix"),
+        ("sink", "enable_2pc") => flag("--sink-conf sink.enable-2pc"),
+        ("sink", k @ ("table_buckets" | "table_partitions")) => Some(format!("--table-conf {}", k.replace('_', "-"))),
+        ("sink.properties", k) => Some(format!("--sink-conf sink.properties.{k}")),
+        ("sink.table_properties", k) => Some(format!("--table-conf {k}")),
+        ("sink.schema_change", _) => flag("--schema-change-mode"),
+        ("sink.route", "origin") => flag("--multi-to-one-origin"),
+        ("sink.route", "target") => flag("--multi-to-one-target"),
+        ("pipeline", "checkpoint_interval") => flag("-Dexecution.checkpointing.interval"),
+        ("pipeline", "checkpoint_timeout") => flag("-Dexecution.checkpointing.timeout"),
+        ("pipeline", "parallelism") => flag("-Dparallelism.default"),
+        ("pipeline", "name") => flag("--job-name"),
+        _ => None,
     }
-    super::run::run_pipeline(file, pipeline, quiet, None, crate::pipeline::ClusterArgs::default())
 }
 
 #[cfg(test)]
@@ -522,6 +607,36 @@ mod tests {
             Cli::try_parse_from(["x", "--database", "d", "--schema-change-mode", "regex"]).err().unwrap().to_string();
         assert!(wrong.contains("invalid value 'regex' for '--schema-change-mode"), "{wrong}");
         assert!(wrong.contains("[possible values: debezium_structure, sql_parser]"), "{wrong}");
+    }
+
+    #[test]
+    fn a_value_the_pipeline_refuses_names_the_flag_that_gave_it() {
+        let refused = |line: &str| {
+            let text = pipeline(Origin::Postgres, &args(line), true).unwrap();
+            let e = crate::pipeline::load_str(std::path::Path::new("postgres-sync-d.toml"), &text).unwrap_err();
+            (refused_flag(Origin::Postgres, &text, &e), e.message)
+        };
+        let base = "--database d --postgres-conf hostname=h --postgres-conf database-name=x \
+            --postgres-conf schema-name=public --postgres-conf slot.name=s --sink-conf fenodes=f:8030";
+        let (flag, message) = refused(&format!("{base} --postgres-conf scan.startup.mode=bogus"));
+        assert_eq!(flag.as_deref(), Some("--postgres-conf scan.startup.mode"), "{message}");
+        assert!(message.contains("bogus"), "{message}");
+        let (flag, _) = refused(&format!("{base} -Dexecution.checkpointing.interval=soon"));
+        assert_eq!(flag.as_deref(), Some("-Dexecution.checkpointing.interval"));
+        let (flag, _) = refused(&format!("{base} --including-tables ("));
+        assert_eq!(flag.as_deref(), Some("--including-tables"));
+        let text = pipeline(Origin::Postgres, &args(base), true).unwrap();
+        let file = std::path::Path::new("postgres-sync-d.toml");
+        let line = text.lines().position(|l| l.starts_with("slot_name")).unwrap() + 1;
+        assert_eq!(
+            in_flags(
+                Origin::Postgres,
+                file,
+                &text,
+                &format!("postgres-sync-d.toml:{line}: slot is busy; postgres-sync-d.toml:1: x")
+            ),
+            "--postgres-conf slot.name: slot is busy; postgres-sync-database: x"
+        );
     }
 
     #[test]

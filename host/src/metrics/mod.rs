@@ -9,6 +9,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -163,6 +164,8 @@ pub struct Stats {
     pub unread_since_ms: AtomicU64,
     history: Mutex<std::collections::VecDeque<CheckpointRecord>>,
     components: Mutex<Vec<Arc<dyn MetricSource>>>,
+    /// `[verify]`'s last comparison.
+    verified: Mutex<Option<crate::verify::Verified>>,
 }
 
 /// Unix time in milliseconds.
@@ -186,6 +189,16 @@ impl Stats {
     pub fn loads(&self) -> LoadCounts {
         let components = self.components.lock().unwrap_or_else(|p| p.into_inner()).clone();
         components.iter().filter_map(|c| c.loads()).fold(LoadCounts::default(), |a, b| a + b)
+    }
+
+    /// `[verify]` compared the copy with its source.
+    pub fn verified(&self, v: crate::verify::Verified) {
+        *self.verified.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+    }
+
+    /// `[verify]`'s last comparison, if one ran.
+    pub fn last_verified(&self) -> Option<crate::verify::Verified> {
+        self.verified.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Every component's counters.
@@ -277,6 +290,7 @@ type Series = (Vec<(String, String)>, SeriesValue);
 
 enum SeriesValue {
     Counter(u64),
+    Gauge(i64),
     Seconds(f64),
     Histogram(Histogram),
 }
@@ -293,6 +307,7 @@ impl Collector for Pipelines {
             let mut put = |name: &str, help: &'static str, extra: &[(&'static str, String)], v: SeriesValue| {
                 let ty = match v {
                     SeriesValue::Counter(_) | SeriesValue::Seconds(_) => MetricType::Counter,
+                    SeriesValue::Gauge(_) => MetricType::Gauge,
                     SeriesValue::Histogram(_) => MetricType::Histogram,
                 };
                 let mut labels = r.labels.clone();
@@ -328,6 +343,27 @@ impl Collector for Pipelines {
             for m in s.component_metrics() {
                 put(m.name, m.help, &m.labels, SeriesValue::Counter(m.value));
             }
+            if let Some(v) = s.last_verified() {
+                let at = SeriesValue::Gauge((v.at_ms / 1000) as i64);
+                put("verify_last_timestamp_seconds", "Unix time of [verify]'s last comparison.", &[], at);
+                for t in &v.tables {
+                    let table = [("table", t.source.clone())];
+                    let failed = SeriesValue::Gauge(i64::from(t.error.is_some()));
+                    put("verify_failed", "1 when [verify] could not compare the table.", &table, failed);
+                    for (name, help, n) in [
+                        ("verify_rows_compared", "Source rows [verify] compared last time.", t.compared),
+                        (
+                            "verify_rows_differing",
+                            "Rows whose values differ in Doris, as [verify] last found.",
+                            t.differing,
+                        ),
+                        ("verify_rows_missing", "Source rows Doris lacks, as [verify] last found.", t.missing),
+                        ("verify_rows_extra", "Doris rows the source lacks, as [verify] last found.", t.extra),
+                    ] {
+                        put(name, help, &table, SeriesValue::Gauge(n as i64));
+                    }
+                }
+            }
         }
         for (tenant, b) in self.budgets.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let labels = vec![("tenant".to_string(), tenant.clone())];
@@ -350,6 +386,7 @@ impl Collector for Pipelines {
                 let e = family.encode_family(labels)?;
                 match v {
                     SeriesValue::Counter(c) => ConstCounter::new(*c).encode(e)?,
+                    SeriesValue::Gauge(g) => ConstGauge::new(*g).encode(e)?,
                     SeriesValue::Seconds(c) => ConstCounter::new(*c).encode(e)?,
                     SeriesValue::Histogram(h) => h.encode(e)?,
                 }

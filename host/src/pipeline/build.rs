@@ -231,6 +231,7 @@ async fn prepare_with(
         plugins: OnceLock::new(),
     };
     let at = |section: &str, line: usize| format!("{}:{line}: {section}", file.display());
+    let replaying = replay.is_some();
     let (name, source, mut transforms, first) = match replay {
         None => {
             let entry = &pipeline.source[0];
@@ -266,6 +267,21 @@ async fn prepare_with(
         None => None,
     };
     let stats = ctx.stats.clone();
+    let verify = match &pipeline.verify {
+        // A replay's rows are dead letters, not the source's.
+        Some(v) if !replaying => {
+            let shown = format!("{}: [verify]", file.display());
+            let (source, target) = crate::verify::mirrors(&shown, &source, &sinks)?;
+            let options = crate::verify::Options {
+                samples: v.samples,
+                recheck_after: Some(pipeline.pipeline.checkpoint_interval.0),
+                rate: v.rate,
+                ..Default::default()
+            };
+            Some(Arc::new(crate::verify::Periodic { every: v.every.0, source, target, options }))
+        }
+        _ => None,
+    };
     Ok(Prepared {
         file: file.to_path_buf(),
         name,
@@ -278,5 +294,6 @@ async fn prepare_with(
         sinks,
         dead_letter,
         stats,
+        verify,
     })
 }

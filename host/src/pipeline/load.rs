@@ -32,6 +32,8 @@ struct RawFile {
     dead_letter: Option<Spanned<toml::Table>>,
     #[serde(default)]
     cluster: Option<super::model::ClusterSection>,
+    #[serde(default)]
+    verify: Option<super::model::VerifySection>,
 }
 
 /// The sink types a `[dead_letter]` may be.
@@ -261,6 +263,7 @@ pub fn load_str_with(
         sink: sink.into_iter().map(|(e, _)| e).collect(),
         dead_letter: dead_letter.map(|(e, _)| e),
         cluster: raw.cluster,
+        verify: raw.verify,
     };
     validate(&parsed).map_err(|(key, message)| error(find_key_line(text, &key), Some(key), message))?;
     let checks = parsed
@@ -350,6 +353,14 @@ fn validate(p: &PipelineFile) -> Result<(), (String, String)> {
     }
     if let Some(c) = &p.cluster {
         validate_cluster(c, p)?;
+    }
+    if let Some(v) = &p.verify {
+        if v.every.0 < std::time::Duration::from_secs(1) {
+            return Err(("verify.every".into(), "must be at least 1s".into()));
+        }
+        if let Some(why) = crate::verify::not_a_mirror(p) {
+            return Err(("verify".into(), why));
+        }
     }
     let mut embedded = 0;
     for (name, c) in &p.connections {
@@ -615,6 +626,26 @@ cache.ttl = "300s"
         assert!(e.ends_with("dead_letter: missing required key `path`"), "{e}");
         let e = err(&with("[dead_letter]\ntype = \"doris\"\ntable = \"nodb\"\n"));
         assert!(e.contains("dead_letter.table: expected `db.table`, got \"nodb\""), "{e}");
+    }
+
+    #[test]
+    fn a_verify_section_is_read_and_its_mistakes_are_named() {
+        let without_transform = GOOD.replace("[[transform]]\ntype = \"wasm\"\nplugin = \"../plugins/student-trans\"\nconfig.prefix = \"p_\"\nlimits.timeout = \"1s\"\n", "");
+        let with = |section: &str| format!("{without_transform}\n{section}");
+        let p = load_str(Path::new("pipeline.toml"), &with("[verify]\nevery = \"1h\"\n")).unwrap();
+        let v = p.verify.expect("read");
+        assert_eq!((v.every.0, v.samples, v.rate), (std::time::Duration::from_secs(3600), 10, None));
+        assert_eq!(err(&with("[verify]\nevery = \"10ms\"\n")), "pipeline.toml:25: verify.every: must be at least 1s");
+        let e = err(&with("[verify]\nevery = \"1h\"\nsample = 3\n"));
+        assert_eq!(
+            e,
+            "pipeline.toml:26: verify.sample: unknown key `sample`, expected one of `every`, `samples`, `rate`"
+        );
+        let e = err(&format!("{GOOD}\n[verify]\nevery = \"1h\"\n"));
+        assert!(
+            e.starts_with("pipeline.toml:29: verify: transforms wasm change the rows between source and Doris"),
+            "{e}"
+        );
     }
 
     #[test]

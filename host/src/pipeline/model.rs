@@ -27,6 +27,8 @@ pub struct PipelineFile {
     pub dead_letter: Option<Entry<dyn SinkConfig>>,
     /// `[cluster]`: the pipeline runs on several processes, coordinated by etcd.
     pub cluster: Option<ClusterSection>,
+    /// `[verify]`: the running pipeline compares its Doris copy with the source now and then.
+    pub verify: Option<VerifySection>,
 }
 
 impl PipelineFile {
@@ -135,6 +137,25 @@ pub struct ClusterSection {
     /// proportion to its capacity.
     #[serde(default = "default_capacity")]
     pub capacity: u32,
+}
+
+/// `[verify]`: `sluice verify` inside the running pipeline, every `every`; the last result is in
+/// `/metrics` (`sluice_verify_rows_differing{table}` …) and in `sluice serve`'s API.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySection {
+    /// Time between two comparisons (the first one this long after the start).
+    pub every: Duration,
+    /// Differing rows logged per table (default 10; all are counted).
+    #[serde(default = "default_verify_samples")]
+    pub samples: usize,
+    /// Source rows read per second at most (default: as fast as it goes).
+    #[serde(default)]
+    pub rate: Option<u64>,
+}
+
+fn default_verify_samples() -> usize {
+    10
 }
 
 fn default_capacity() -> u32 {

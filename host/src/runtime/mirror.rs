@@ -24,6 +24,9 @@ pub struct MirroredTable {
 /// The most ranges a table is compared in.
 pub const MAX_RANGES: u64 = 1000;
 
+/// Keys per range compared: one range of both sides is held in memory at a time.
+pub const RANGE_KEYS: u64 = 50_000;
+
 /// A closed range of an integer key; an open end reaches past every value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct KeyRange {

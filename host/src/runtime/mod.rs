@@ -96,6 +96,15 @@ pub struct Named<T> {
     pub component: T,
 }
 
+/// A task that ends when this is dropped.
+pub struct AbortOnDrop<T>(pub tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A pipeline ready to run: its components built, its state dir open.
 pub struct Prepared {
     /// The pipeline file (for messages).
@@ -114,6 +123,8 @@ pub struct Prepared {
     /// `[dead_letter]`: where rows go that cannot be delivered (see [`dead_letter`]).
     pub dead_letter: Option<Named<Arc<dyn Sink>>>,
     pub stats: Arc<Stats>,
+    /// `[verify]`: the comparison of the copy with its source the leader runs now and then.
+    pub verify: Option<Arc<crate::verify::Periodic>>,
 }
 
 impl Prepared {
@@ -137,6 +148,11 @@ pub async fn run(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -
 /// restartable failure restarts it from its last checkpoint, up to the sinks' `max_retries` times
 /// in a row (a completed checkpoint resets the count).
 async fn lead(p: &Prepared, opts: &RunOptions, stop: watch::Receiver<bool>) -> anyhow::Result<RunReport> {
+    // `[verify]` beside the run, across its restarts, until it ends.
+    let _verify = p.verify.clone().map(|v| {
+        let stats = p.stats.clone();
+        AbortOnDrop(tokio::spawn(async move { v.run(stats).await }))
+    });
     let max_restarts = p.sinks.iter().filter_map(|s| s.component.max_restarts()).max().unwrap_or(DEFAULT_MAX_RESTARTS);
     let mut failures = 0u32;
     let policy = crate::retry::backoff(Duration::from_millis(500), max_restarts as usize);

@@ -207,6 +207,7 @@ fn prepared(dir: &std::path::Path, seen: &Arc<Seen>) -> Prepared {
         sinks: vec![Named { name: "memory".into(), component: Arc::new(MemorySink(seen.clone())) }],
         dead_letter: None,
         stats: Arc::new(crate::metrics::Stats::default()),
+        verify: None,
     }
 }
 
@@ -471,6 +472,7 @@ async fn a_schema_change_reaches_the_sink_in_order_and_makes_new_transform_insta
         sinks: vec![Named { name: "recording".into(), component: Arc::new(Recording(log.clone())) }],
         dead_letter: None,
         stats: Arc::new(crate::metrics::Stats::default()),
+        verify: None,
     };
     let report = run_to_end(&p).await.unwrap();
     assert!(report.finished);

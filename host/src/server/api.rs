@@ -199,6 +199,7 @@ fn detail(m: &Managed) -> Value {
     d["graph"] = json!(m.graph);
     d["rows_transformed"] = json!(g(&st.rows_transformed));
     d["checkpoints"] = json!(st.history());
+    d["verify"] = json!(st.last_verified());
     d["restarts"] = json!(g(&st.restarts));
     d["failures_in_a_row"] = json!(s.failures);
     let loads = st.loads();
@@ -249,7 +250,7 @@ fn openapi() -> Value {
                 }
             },
             "/api/v1/pipelines/{id}": {
-                "get": { "summary": "State, last checkpoint, rows in/out, lag, last error, graph, checkpoint history, loads", "parameters": pipeline_id, "responses": { "200": { "description": "Pipeline" }, "404": err } },
+                "get": { "summary": "State, last checkpoint, rows in/out, lag, last error, graph, checkpoint history, loads, the last [verify]", "parameters": pipeline_id, "responses": { "200": { "description": "Pipeline" }, "404": err } },
                 "delete": { "summary": "Stop it and forget it with its state", "parameters": pipeline_id, "responses": { "204": { "description": "deleted" }, "404": err, "429": err } }
             },
             "/api/v1/pipelines/{id}/pause": action("Stop after a final checkpoint; resume goes on from it"),

@@ -21,6 +21,7 @@ use sluice_guest::types::DorisType;
 
 use crate::pipeline::{PipelineFile, Placement};
 use crate::runtime::mirror::{KeyRange, MirrorSource, MirrorTarget, MirroredTable};
+use crate::runtime::{Named, Sink, Source};
 
 /// How long one side may take to return one range.
 const READ_TIMEOUT: Duration = Duration::from_secs(300);
@@ -138,28 +139,98 @@ pub async fn verify_file(file: &Path, pipeline: PipelineFile, opts: &Options) ->
         confinement: None,
     };
     let checkpoint = pipeline.pipeline.checkpoint_interval.0;
-    let transforms: Vec<String> = pipeline.transform.iter().map(|t| t.name.clone()).collect();
-    if !transforms.is_empty() {
-        anyhow::bail!(
-            "{shown}: transforms {} change the rows between source and Doris: `sluice verify` compares a mirror, a pipeline without transforms",
-            transforms.join(", ")
-        );
+    if let Some(why) = not_a_mirror(&pipeline) {
+        anyhow::bail!("{shown}: {why}");
     }
     let prepared = crate::pipeline::prepare_in(file, pipeline, placement, Arc::default()).await?;
-    let source = prepared.source.component.mirror().with_context(|| {
+    let (source, target) = mirrors(&shown, &prepared.source, &prepared.sinks)?;
+    let opts = Options { recheck_after: Some(opts.recheck_after.unwrap_or(checkpoint)), ..opts.clone() };
+    Ok(verify(source, target, &opts).await)
+}
+
+/// Why the pipeline of `file` is not a mirror `sluice verify` can compare, if it is not.
+pub fn not_a_mirror(file: &PipelineFile) -> Option<String> {
+    let transforms: Vec<&str> = file.transform.iter().map(|t| t.name.as_str()).collect();
+    (!transforms.is_empty()).then(|| {
         format!(
-            "{shown}: source `{}` ({}) cannot be read again by key: `sluice verify` compares the tables of mysql and postgres sources",
-            prepared.source.name,
-            prepared.source.component.describe()
+            "transforms {} change the rows between source and Doris: `sluice verify` and [verify] compare a mirror, a pipeline without transforms",
+            transforms.join(", ")
+        )
+    })
+}
+
+/// The tables `source` mirrors, and the Doris sink among `sinks` that holds their copies.
+pub fn mirrors(
+    shown: &str,
+    source: &Named<Arc<dyn Source>>,
+    sinks: &[Named<Arc<dyn Sink>>],
+) -> anyhow::Result<(Arc<dyn MirrorSource>, Arc<dyn MirrorTarget>)> {
+    let mirror = source.component.mirror().with_context(|| {
+        format!(
+            "{shown}: source `{}` ({}) cannot be read again by key: `sluice verify` and [verify] compare the tables of mysql, postgres and doris sources",
+            source.name,
+            source.component.describe()
         )
     })?;
-    let target = prepared
-        .sinks
+    let target = sinks
         .iter()
         .find_map(|s| s.component.mirror())
         .with_context(|| format!("{shown}: the pipeline has no Doris sink to compare with"))?;
-    let opts = Options { recheck_after: Some(opts.recheck_after.unwrap_or(checkpoint)), ..opts.clone() };
-    Ok(verify(source, target, &opts).await)
+    Ok((mirror, target))
+}
+
+/// `[verify]`: what a running pipeline compares, and how often.
+pub struct Periodic {
+    pub every: Duration,
+    pub source: Arc<dyn MirrorSource>,
+    pub target: Arc<dyn MirrorTarget>,
+    pub options: Options,
+}
+
+/// The last comparison of a running pipeline, as `/metrics` and `sluice serve`'s API show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verified {
+    /// Unix time of its start, in milliseconds.
+    pub at_ms: u64,
+    pub duration_ms: u64,
+    /// Whether every table equals its copy.
+    pub agrees: bool,
+    pub tables: Vec<TableReport>,
+}
+
+impl Periodic {
+    /// Compare every `every` until dropped, each result kept in `stats` and differences logged.
+    pub async fn run(&self, stats: Arc<crate::metrics::Stats>) {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + self.every, self.every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let at_ms = crate::metrics::now_ms();
+            let started = Instant::now();
+            let tables = verify(self.source.clone(), self.target.clone(), &self.options).await;
+            for t in tables.iter().filter(|t| !t.agrees()) {
+                match &t.error {
+                    Some(e) => tracing::warn!("verify: `{}` could not be compared with `{}`: {e}", t.source, t.target),
+                    None => tracing::warn!(
+                        "verify: `{}` differs from its copy `{}`: {} differing, {} missing, {} extra of {} rows; first: {}",
+                        t.source,
+                        t.target,
+                        t.differing,
+                        t.missing,
+                        t.extra,
+                        t.compared,
+                        t.samples.iter().map(|d| format!("{} {}", d.kind, d.key)).collect::<Vec<_>>().join("; ")
+                    ),
+                }
+            }
+            let agrees = tables.iter().all(TableReport::agrees);
+            if agrees {
+                tracing::info!("verify: {} tables equal their copies", tables.len());
+            }
+            let duration_ms = started.elapsed().as_millis() as u64;
+            stats.verified(Verified { at_ms, duration_ms, agrees, tables });
+        }
+    }
 }
 
 /// Compare every table of `source` with its copy in `target`.
@@ -248,9 +319,50 @@ async fn compare_range(
         within(table, range, "the source", source.read(table, range)),
         within(table, range, "Doris", target.read(target_table, &columns, table.range_key.as_deref(), range))
     )?;
+    if let Some(rows) = same_rows(table, &ours, &theirs) {
+        return Ok(RangeReport { compared: rows, equal: rows, ..Default::default() });
+    }
     let source_rows = Rows::of(table, std::slice::from_ref(&ours))?;
     let doris_rows = Rows::of(table, &theirs)?;
     Ok(source_rows.compare(doris_rows, &columns, table.key.is_empty()))
+}
+
+/// How many rows both sides hold when they hold the same ones: Doris' columns cast to the
+/// source's types, both sides sorted by key and compared as Arrow arrays (the common case, without
+/// a string per value). None when they may differ: then [`Rows`] compares each row as text, which
+/// also forgives what is stored differently but means the same (JSON's spacing, `-0`).
+fn same_rows(table: &MirroredTable, ours: &RecordBatch, theirs: &[RecordBatch]) -> Option<u64> {
+    use arrow::compute::{SortColumn, lexsort_to_indices, take};
+    let schema = &table.schema;
+    let key: Vec<usize> = table.key.iter().map(|k| schema.index_of(k).ok()).collect::<Option<_>>()?;
+    let rows = ours.num_rows();
+    if key.is_empty() || theirs.iter().map(RecordBatch::num_rows).sum::<usize>() != rows {
+        return None;
+    }
+    if ours.num_columns() != schema.fields().len() || theirs.iter().any(|b| b.num_columns() != ours.num_columns()) {
+        return None;
+    }
+    let mut doris = Vec::with_capacity(schema.fields().len());
+    for (i, field) in schema.fields().iter().enumerate() {
+        let parts: Vec<&dyn Array> = theirs.iter().map(|b| b.column(i).as_ref()).collect();
+        let column = match parts.as_slice() {
+            [] => arrow::array::new_empty_array(field.data_type()),
+            [one] => arrow::array::make_array(one.to_data()),
+            many => arrow::compute::concat(many).ok()?,
+        };
+        doris.push(match column.data_type() == field.data_type() {
+            true => column,
+            false => arrow::compute::cast(&column, field.data_type()).ok()?,
+        });
+    }
+    let by_key = |columns: &[ArrayRef]| -> Option<Vec<ArrayRef>> {
+        let keys: Vec<SortColumn> =
+            key.iter().map(|&k| SortColumn { values: columns[k].clone(), options: None }).collect();
+        let order = lexsort_to_indices(&keys, None).ok()?;
+        columns.iter().map(|c| take(c.as_ref(), &order, None).ok()).collect()
+    };
+    let (a, b) = (by_key(ours.columns())?, by_key(&doris)?);
+    a.iter().zip(&b).all(|(x, y)| x.to_data() == y.to_data()).then_some(rows as u64)
 }
 
 /// `read`, one side's rows of `range`, within [`READ_TIMEOUT`].
@@ -503,6 +615,17 @@ mod tests {
         // Doris' extra row is a version its DUPLICATE KEY table keeps; the missing one is drift.
         assert_eq!((r.compared, r.equal, r.differing, r.missing, r.extra, r.versions), (3, 2, 0, 1, 0, 1));
         assert_eq!((r.samples.len(), r.samples[0].key.as_str()), (1, "id=1, v=a"));
+    }
+
+    #[test]
+    fn rows_alike_as_arrays_are_equal_without_text_and_any_difference_falls_back_to_it() {
+        let t = table(&["id"]);
+        let ours = batch(&t, &[1, 2, 3], &[Some("a"), None, Some("c")]);
+        let theirs = [batch(&t, &[3], &[Some("c")]), batch(&t, &[2, 1], &[None, Some("a")])];
+        assert_eq!(same_rows(&t, &ours, &theirs), Some(3));
+        let changed = [batch(&t, &[3, 2, 1], &[Some("c"), Some(""), Some("a")])];
+        assert_eq!(same_rows(&t, &ours, &changed), None);
+        assert_eq!(same_rows(&table(&[]), &ours, &theirs), None, "a table without a key is a multiset");
     }
 
     #[test]

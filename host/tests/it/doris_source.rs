@@ -178,6 +178,44 @@ async fn an_initial_changelog_pipeline_converges_on_inserts_updates_and_deletes(
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
 }
 
+/// `sluice verify` of a changelog mirror of one Doris table in another: equal once it converged,
+/// and a row changed in the mirror behind the pipeline's back is named with both values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changelog_mirror_is_verified_against_its_source_table() {
+    let doris = Doris::start().await;
+    changelog_table(&doris, 2);
+    doris.sql(
+        "CREATE TABLE test.copy (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
+    );
+    doris.sql("INSERT INTO test.student VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"copy\"\ncheckpoint_interval = \"300ms\"\n\n[doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"doris\"\ntable = \"test.student\"\nprimary_key = \"id\"\nscan.mode = \"initial\"\n\
+         changelog.poll_interval = \"1s\"\n\n[[sink]]\ntype = \"doris\"\ntable = \"test.copy\"\n",
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let (stop, running) = launch(&path).await.unwrap_or_else(|e| panic!("{e:#}"));
+    started(&dir.path().join(".sluice/copy")).await;
+    doris.sql("INSERT INTO test.student VALUES (4, 'd', 40), (2, 'b2', 21)");
+    doris.sql("DELETE FROM test.student WHERE id = 3");
+    let source = || doris.sql("SELECT * FROM test.student ORDER BY id");
+    eventually("the copy equal to the source", || doris.sql("SELECT * FROM test.copy ORDER BY id") == source()).await;
+    let (ok, out) = crate::common::verify(&path, &[]).await;
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("test.student → test.copy: 3 rows compared, 3 equal, 0 differing, 0 missing, 0 extra"),
+        "{out}"
+    );
+    stop.send(true).unwrap();
+    running.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+    doris.sql("UPDATE test.copy SET age = 99 WHERE id = 4");
+    let (ok, out) = crate::common::verify(&path, &["--recheck-after", "0s"]).await;
+    assert!(!ok, "{out}");
+    assert!(out.lines().any(|l| l == "  differing id=4: age: source \"40\", doris \"99\""), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flight_stream_dropped_mid_split_is_read_again_without_duplicates() {
     let doris = Doris::start().await;

@@ -893,6 +893,67 @@ async fn every_type_arrives_unchanged_from_the_snapshot_and_the_binlog() {
     );
 }
 
+/// `[verify] every`: the running pipeline compares its copy now and then; `/metrics` shows the
+/// last result per table, and a row changed behind its back is counted and logged by key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_every_shows_the_last_comparison_in_metrics() {
+    use crate::common::Background;
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql("CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(8)); INSERT INTO app.t VALUES (1, 'a'), (2, 'b')");
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"checked\"\ncheckpoint_interval = \"300ms\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\n\n\
+         [verify]\nevery = \"1s\"\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let mut run = Background::start_with(&path, &["--metrics-addr", "127.0.0.1:0"], &[]);
+    let mut url = None;
+    run.until(60, "the metrics address", |r| {
+        url = r.log().lines().find_map(|l| l.split_once("metrics: ").map(|(_, u)| u.trim().to_string()));
+        url.is_some()
+    })
+    .await;
+    let url = url.unwrap();
+    sluice::doris::tls::install_provider();
+    let series = |text: &str, name: &str| -> Option<i64> {
+        let prefix = format!("sluice_{name}{{pipeline=\"checked\",table=\"app.t\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(prefix.as_str())).and_then(|v| v.parse().ok())
+    };
+    let until = |want: &'static [(&'static str, i64)]| {
+        let url = url.clone();
+        async move {
+            let mut text = String::new();
+            for _ in 0..300 {
+                text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+                if want.iter().all(|(name, v)| series(&text, name) == Some(*v)) {
+                    return text;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("{want:?} not within 30 s:\n{text}");
+        }
+    };
+    let text = until(&[("verify_rows_compared", 2), ("verify_rows_differing", 0), ("verify_rows_missing", 0)]).await;
+    assert!(text.contains("# TYPE sluice_verify_rows_differing gauge\n"), "{text}");
+    assert!(series(&text, "verify_failed") == Some(0), "{text}");
+    doris.sql("UPDATE ods.t SET v = 'tampered' WHERE id = 2");
+    until(&[("verify_rows_compared", 2), ("verify_rows_differing", 1)]).await;
+    run.until(30, "the difference logged", |r| {
+        r.log().contains("verify: `app.t` differs from its copy `ods.t`: 1 differing, 0 missing, 0 extra of 2 rows; first: differing id=2")
+    })
+    .await;
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
 /// `[[sink.route]]` (the connector's multi-to-one): tables whose names match go to one Doris
 /// table, created once and checked for the others; the rest get the prefix and suffix. A table
 /// that exists without a source column is an error saying what to do.

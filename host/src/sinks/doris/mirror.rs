@@ -14,7 +14,7 @@ use crate::runtime::TableId;
 use crate::runtime::mirror::{KeyRange, MirrorTarget};
 
 /// The tables a Doris sink writes, and Flight SQL sessions to read them (kept between reads).
-pub(super) struct DorisMirror {
+pub(crate) struct DorisMirror {
     conn: Arc<DorisConnection>,
     names: Option<TableNames>,
     /// `db.table` of a sink without `database`.
@@ -23,8 +23,13 @@ pub(super) struct DorisMirror {
 }
 
 impl DorisMirror {
-    pub fn new(conn: Arc<DorisConnection>, names: Option<TableNames>, default: String) -> DorisMirror {
+    pub(super) fn new(conn: Arc<DorisConnection>, names: Option<TableNames>, default: String) -> DorisMirror {
         DorisMirror { conn, names, default, idle: Default::default() }
+    }
+
+    /// A reader of Doris tables by name (`db.table`), with no sink's names.
+    pub(crate) fn reader(conn: Arc<DorisConnection>, table: String) -> DorisMirror {
+        DorisMirror::new(conn, None, table)
     }
 
     async fn session(&self) -> anyhow::Result<FlightReader> {

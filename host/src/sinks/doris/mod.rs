@@ -3,7 +3,7 @@
 //! changes reach it ([`schema`]).
 
 pub mod committer;
-mod mirror;
+pub(crate) mod mirror;
 pub mod schema;
 pub mod writer;
 

@@ -9,10 +9,7 @@ use async_trait::async_trait;
 
 use super::snapshot::batch_of;
 use super::{CdcTable, Dialect};
-use crate::runtime::mirror::{KeyRange, MirrorSource, MirroredTable};
-
-/// Keys per range compared: one range of both sides is held in memory at a time.
-const RANGE_KEYS: u64 = 50_000;
+use crate::runtime::mirror::{KeyRange, MirrorSource, MirroredTable, RANGE_KEYS};
 
 /// The tables of a CDC source, with the dialect that reads them.
 pub(crate) struct Mirror<D: Dialect> {

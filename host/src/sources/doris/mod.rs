@@ -5,6 +5,7 @@
 
 mod changelog;
 mod config;
+mod mirror;
 pub mod offsets;
 mod snapshot;
 
@@ -155,5 +156,9 @@ impl Source for DorisTable {
 
     fn describe(&self) -> String {
         format!("doris {} ({:?})", self.table, self.config.scan.mode)
+    }
+
+    fn mirror(&self) -> Option<Arc<dyn crate::runtime::mirror::MirrorSource>> {
+        Some(self.mirror_of())
     }
 }

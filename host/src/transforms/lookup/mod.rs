@@ -294,13 +294,7 @@ impl ConcurrentTransform for LookupJoin {
     /// The lookup as a task of its own, so it moves on while the worker writes; the task is
     /// aborted if the returned future is dropped (the worker failed).
     fn start(&self, batch: Batch) -> futures::future::BoxFuture<'static, anyhow::Result<Vec<Batch>>> {
-        struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-        impl<T> Drop for AbortOnDrop<T> {
-            fn drop(&mut self) {
-                self.0.abort();
-            }
-        }
-        let mut task = AbortOnDrop(tokio::spawn(self.lookup(batch)));
+        let mut task = crate::runtime::AbortOnDrop(tokio::spawn(self.lookup(batch)));
         async move { Ok(vec![(&mut task.0).await.map_err(|e| anyhow::anyhow!("a lookup task failed: {e}"))??]) }.boxed()
     }
 
