@@ -9,6 +9,9 @@ use arrow_flight::Ticket;
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::client::FlightSqlServiceClient;
+
+/// The largest Arrow Flight message read or sent: Doris' largest STRING value.
+const MAX_MESSAGE: usize = i32::MAX as usize;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use super::{Credentials, DorisError};
@@ -63,7 +66,12 @@ impl FlightReader {
             url: url.clone(),
             detail: format!("Arrow Flight SQL: {}", super::fe::error_chain(&e)),
         })?;
-        let mut client = FlightSqlServiceClient::new(channel);
+        // A batch of wide rows (STRING values of up to 2 GB) is one message: gRPC's 4 MB default
+        // would refuse it.
+        let inner = arrow_flight::flight_service_client::FlightServiceClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        let mut client = FlightSqlServiceClient::new_from_inner(inner);
         client.handshake(&credentials.user, credentials.password()).await.map_err(|e| match flight_error(&url, e) {
             DorisError::Flight { status: tonic::Code::Unauthenticated | tonic::Code::PermissionDenied, .. } => {
                 DorisError::Unauthorized { url: url.clone(), user: credentials.user.clone() }

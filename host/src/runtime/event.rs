@@ -46,12 +46,21 @@ pub struct SchemaChange {
     /// found it (its first announcement in a run), which a sink creates or checks its table
     /// against.
     pub alter: Vec<Alter>,
+    /// An announcement of the table as a restored position knows it: the target may be ahead of
+    /// it (changes applied after that position, before the checkpoint that would have recorded
+    /// them completed), and the source replays those changes.
+    pub resumed: bool,
 }
 
 impl SchemaChange {
     /// The schema of `table` as the source found it.
     pub fn announce(table: &TableId, schema: SchemaRef, primary_key: Vec<String>) -> SchemaChange {
-        SchemaChange { table: table.clone(), schema, primary_key, ddl: None, alter: Vec::new() }
+        SchemaChange { table: table.clone(), schema, primary_key, ddl: None, alter: Vec::new(), resumed: false }
+    }
+
+    /// This announcement, of a run restored from a checkpoint.
+    pub fn resumed(self) -> SchemaChange {
+        SchemaChange { resumed: true, ..self }
     }
 
     /// Whether this is a change of a table that existed before it (not an announcement).

@@ -1,8 +1,10 @@
 //! A seeded search for a mirror that differs from its source. Each round makes tables with every
 //! type of the source's map at its edges (NULL, min/max, empty, 4-byte UTF-8, long and TOAST-sized
 //! values, bytes that are not UTF-8), integer, string, composite and no keys; writes rows before
-//! the pipeline starts (the snapshot) and inserts, updates, deletes, key changes and added
-//! columns (with and without a default) while it runs, with a `kill -9` and restart at a random
+//! the pipeline starts (the snapshot) and inserts, updates, deletes, key changes and schema
+//! changes while it runs (columns added with and without a default, dropped, widened and renamed,
+//! tables created and truncated, as far as the source follows them; MySQL's in both schema-change
+//! modes), with a `kill -9` and restart at a random
 //! moment in some rounds (`SLUICE_FUZZ_KILL=0`: never); then, once it has caught up, `sluice
 //! verify` must find every table equal.
 //!
@@ -134,6 +136,8 @@ struct Table {
     columns: Vec<(String, &'static Kind)>,
     rows: Vec<u64>,
     next: u64,
+    /// Columns dropped or renamed (new ones are numbered after them).
+    dropped: usize,
 }
 
 impl Table {
@@ -209,6 +213,82 @@ trait Server {
     fn keyless(&self, _table: &str) -> Option<String> {
         None
     }
+    /// `column` of `table` made a VARCHAR(32).
+    fn widen(&self, table: &str, column: &str) -> String;
+    /// Round `round` passed: what it holds on the server can go.
+    fn done(&self, _round: u64) {}
+    /// Whether a renamed column keeps its values in the copy (PostgreSQL's stream shows a rename
+    /// as a drop and an add, as the README says).
+    const RENAMES: bool;
+    /// Whether tables created while the pipeline runs are followed.
+    const CREATES: bool;
+    /// Whether the snapshot reads a table as a schema change leaves it (MySQL's chunks are read
+    /// outside one transaction; PostgreSQL's in the slot's snapshot, which DDL waits for).
+    const SNAPSHOT_SEES_DDL: bool;
+}
+
+/// What a column widened by [`Server::widen`] holds.
+const WIDE: Kind = Kind { ddl: "VARCHAR(32)", values: &["'widened to thirty-two characters'", "''"] };
+/// What an added column holds.
+const ADDED: Kind = Kind { ddl: "VARCHAR(4)", values: &["'v'", "'😀😀😀😀'"] };
+
+/// A schema change of a round, made to the source and to the model of its tables.
+fn ddl<S: Server>(server: &S, rng: &mut fastrand::Rng, tables: &mut Vec<Table>, place: &str) -> Vec<String> {
+    let at = rng.usize(..tables.len());
+    let t = &mut tables[at];
+    let n = t.columns.len() + t.dropped;
+    let name = t.name.clone();
+    let widenable: Vec<usize> =
+        (0..t.columns.len()).filter(|&i| t.columns[i].1.ddl.starts_with("VARCHAR(8)")).collect();
+    match rng.u8(..6) {
+        // The rows before it hold the default.
+        0 => {
+            t.columns.push((format!("c{n}"), &ADDED));
+            vec![format!("ALTER TABLE {name} ADD COLUMN c{n} VARCHAR(4) DEFAULT 'dflt'")]
+        }
+        1 => {
+            t.columns.push((format!("c{n}"), &ADDED));
+            vec![format!("ALTER TABLE {name} ADD COLUMN c{n} VARCHAR(4)")]
+        }
+        2 if t.columns.len() > 1 => {
+            let (gone, _) = t.columns.remove(rng.usize(..t.columns.len()));
+            t.dropped += 1;
+            vec![format!("ALTER TABLE {name} DROP COLUMN {gone}")]
+        }
+        3 if !widenable.is_empty() => {
+            let i = widenable[rng.usize(..widenable.len())];
+            t.columns[i].1 = &WIDE;
+            vec![server.widen(&name, &t.columns[i].0)]
+        }
+        4 if S::RENAMES => {
+            let i = rng.usize(..t.columns.len());
+            let from = std::mem::replace(&mut t.columns[i].0, format!("c{n}"));
+            t.dropped += 1;
+            vec![format!("ALTER TABLE {name} RENAME COLUMN {from} TO c{n}")]
+        }
+        5 if S::CREATES => {
+            let key = Key::pick(rng);
+            let columns =
+                (0..rng.usize(2..=4)).map(|c| (format!("c{c}"), &S::KINDS[rng.usize(..S::KINDS.len())])).collect();
+            let mut new = Table {
+                name: format!("{place}t{}", tables.len()),
+                key,
+                columns,
+                rows: Vec::new(),
+                next: 1,
+                dropped: 0,
+            };
+            let mut out = vec![new.create()];
+            out.extend(server.keyless(&new.name).filter(|_| matches!(new.key, Key::None)));
+            out.extend((0..rng.usize(1..=5)).map(|_| new.insert(rng)));
+            tables.push(new);
+            out
+        }
+        _ => {
+            t.rows.clear();
+            vec![format!("TRUNCATE TABLE {name}")]
+        }
+    }
 }
 
 impl Server for MariaDb {
@@ -224,9 +304,10 @@ impl Server for MariaDb {
              [connections.src]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"root\"\n\n\
              [doris]\nfenodes = {}\n\n\
              [[source]]\ntype = \"mysql\"\nconnection = \"src\"\ndatabase = \"fuzz{round}\"\nscan.startup.mode = \"initial\"\nchunk_size = 7\n\n\
-             [[sink]]\ntype = \"doris\"\ndatabase = \"{ods}\"\n",
+             [[sink]]\ntype = \"doris\"\ndatabase = \"{ods}\"\nschema_change.truncate = true\nschema_change.mode = \"{mode}\"\n",
             self.port,
-            doris.fenodes()
+            doris.fenodes(),
+            mode = if round.is_multiple_of(2) { "debezium_structure" } else { "sql_parser" },
         )
     }
 
@@ -234,6 +315,14 @@ impl Server for MariaDb {
         self.sql(&format!("DROP DATABASE IF EXISTS fuzz{round}; CREATE DATABASE fuzz{round}"));
         format!("fuzz{round}.")
     }
+
+    fn widen(&self, table: &str, column: &str) -> String {
+        format!("ALTER TABLE {table} MODIFY COLUMN {column} VARCHAR(32)")
+    }
+
+    const RENAMES: bool = true;
+    const CREATES: bool = true;
+    const SNAPSHOT_SEES_DDL: bool = true;
 }
 
 impl Server for Postgres {
@@ -250,7 +339,7 @@ impl Server for Postgres {
              [doris]\nfenodes = {}\n\n\
              [[source]]\ntype = \"postgres\"\nconnection = \"src\"\ndatabase = \"postgres\"\nschema = \"fuzz{round}\"\n\
              slot_name = \"fuzz{round}\"\nscan.startup.mode = \"initial\"\nchunk_size = 7\n\n\
-             [[sink]]\ntype = \"doris\"\ndatabase = \"{ods}\"\n",
+             [[sink]]\ntype = \"doris\"\ndatabase = \"{ods}\"\nschema_change.truncate = true\n",
             self.port,
             doris.fenodes()
         )
@@ -265,6 +354,19 @@ impl Server for Postgres {
     fn keyless(&self, table: &str) -> Option<String> {
         Some(format!("ALTER TABLE {table} REPLICA IDENTITY FULL"))
     }
+
+    fn widen(&self, table: &str, column: &str) -> String {
+        format!("ALTER TABLE {table} ALTER COLUMN {column} TYPE VARCHAR(32)")
+    }
+
+    /// Its slot: the server has room for only so many.
+    fn done(&self, round: u64) {
+        self.sql(&format!("SELECT pg_drop_replication_slot('fuzz{round}')"));
+    }
+
+    const RENAMES: bool = false;
+    const CREATES: bool = false;
+    const SNAPSHOT_SEES_DDL: bool = false;
 }
 
 /// The seed of this run: `SLUICE_FUZZ_SEED` (`random` for a new one), else the same as every
@@ -284,6 +386,7 @@ fn rounds() -> u64 {
 /// One round: tables, rows, the pipeline, changes while it runs (and a kill), then verify.
 async fn round<S: Server>(server: &S, doris: &Doris, round: u64, seed: u64, kills: bool) {
     let mut rng = fastrand::Rng::with_seed(seed);
+    let mut ddl_rng = fastrand::Rng::with_seed(seed ^ 0xdd1_dd1);
     let place = server.setup(round);
     let ods = format!("ods_fuzz{round}");
     doris.sql(&format!("DROP DATABASE IF EXISTS {ods}"));
@@ -293,7 +396,7 @@ async fn round<S: Server>(server: &S, doris: &Doris, round: u64, seed: u64, kill
             let key = Key::pick(&mut rng);
             let count = rng.usize(3..=7);
             let columns = (0..count).map(|c| (format!("c{c}"), &S::KINDS[rng.usize(..S::KINDS.len())])).collect();
-            Table { name: format!("{place}t{t}"), key, columns, rows: Vec::new(), next: 1 }
+            Table { name: format!("{place}t{t}"), key, columns, rows: Vec::new(), next: 1, dropped: 0 }
         })
         .collect();
     let mut script = Vec::new();
@@ -316,13 +419,23 @@ async fn round<S: Server>(server: &S, doris: &Doris, round: u64, seed: u64, kill
             let t = rng.usize(..tables.len());
             changes.push(tables[t].change(&mut rng));
         }
+        if batch == 1 && S::SNAPSHOT_SEES_DDL {
+            // A column dropped or renamed under MySQL's snapshot cannot be read (see the README).
+            sluice.until(120, "the snapshot read", |r| r.log().contains("following the binlog")).await;
+        }
+        if batch == 1 || batch == 3 {
+            // Drawn from a second generator: a seed's other draws stay what they were.
+            let statements = ddl(server, &mut ddl_rng, &mut tables, &place);
+            eprintln!("  schema change: {}", statements[0]);
+            changes.extend(statements);
+        }
         if batch == 2 {
             // Columns added while the pipeline runs: the rows before them hold the default.
             let at = rng.usize(..tables.len());
             let t = &mut tables[at];
-            let n = t.columns.len();
+            let n = t.columns.len() + t.dropped;
             changes.push(format!("ALTER TABLE {} ADD COLUMN c{n} VARCHAR(4) DEFAULT 'dflt'", t.name));
-            t.columns.push((format!("c{n}"), &Kind { ddl: "VARCHAR(4)", values: &["'v'"] }));
+            t.columns.push((format!("c{n}"), &ADDED));
         }
         run(&changes);
         tokio::time::sleep(Duration::from_millis(rng.u64(50..400))).await;
@@ -339,6 +452,7 @@ async fn round<S: Server>(server: &S, doris: &Doris, round: u64, seed: u64, kill
         if ok {
             let (code, log) = sluice.stop().await;
             assert_eq!(code, Some(0), "seed {seed}: {log}");
+            server.done(round);
             return;
         }
         last = out;

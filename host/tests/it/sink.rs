@@ -233,6 +233,7 @@ async fn a_schema_change_creates_a_missing_table_and_alters_it_when_columns_chan
         primary_key: vec!["id".into()],
         ddl: None,
         alter,
+        resumed: false,
     };
     w.schema_change(&change("id INT NOT NULL, name VARCHAR(32)", vec![])).await.unwrap();
     let info = doris.sql("SHOW CREATE TABLE test.users").join(" ");

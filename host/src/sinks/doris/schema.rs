@@ -335,6 +335,7 @@ mod tests {
             primary_key: key.iter().map(|k| k.to_string()).collect(),
             ddl: None,
             alter: Vec::new(),
+            resumed: false,
         }
     }
 

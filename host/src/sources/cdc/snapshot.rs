@@ -159,6 +159,7 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
         worker: usize,
         position: Option<&serde_json::Value>,
     ) -> anyhow::Result<Box<dyn SourceReader>> {
+        let restored = position.is_some();
         let mut position = PositionOf::<D>::restore(position, D::KIND)?;
         let names = |t: usize| self.tables[t].name().to_string();
         let (chunks, inside) = resume(&self.chunks, self.readers, worker, &position.chunk, names);
@@ -190,6 +191,7 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
             session: None,
             schema_only: self.schema_only,
             announced: HashSet::new(),
+            restored,
             gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
             follower: None,
         }))
@@ -210,6 +212,8 @@ struct Reader<D: Dialect> {
     schema_only: bool,
     /// Tables whose schema this run has sent.
     announced: HashSet<TableId>,
+    /// The position came from a checkpoint: the tables are announced as of it.
+    restored: bool,
     /// Whether this reader follows the log after its chunks, and from where on a fresh run.
     follows: bool,
     log_start: Option<At<D>>,
@@ -227,6 +231,12 @@ impl<D: Dialect> Reader<D> {
         let key = t.integer_key().map(|k| self.dialect.quote(k));
         let tail = self.position.chunk.page(chunk, key.as_deref(), order.as_deref(), PAGE_ROWS);
         format!("{}{tail}", self.dialect.select(t))
+    }
+
+    /// `t`'s schema, as of the restored position when there is one.
+    fn announce(&self, t: &D::Table) -> crate::runtime::SchemaChange {
+        let change = t.announce();
+        if self.restored { change.resumed() } else { change }
     }
 
     /// Every chunk is read: the log's next event (worker 0 of a mode that follows it), else the end.
@@ -251,7 +261,7 @@ impl<D: Dialect> Reader<D> {
             self.position.tables = Some(tables.iter().map(|t| self.dialect.def(t)).collect());
             if let Some(t) = tables.iter().find(|t| !self.announced.contains(t.id())) {
                 self.announced.insert(t.id().clone());
-                return Ok(Some(Event::SchemaChange(t.announce())));
+                return Ok(Some(Event::SchemaChange(self.announce(t))));
             }
             if let Some(mut gate) = self.gate.take() {
                 tracing::debug!("waiting for every worker's part of the snapshot to be checkpointed");
@@ -293,7 +303,7 @@ impl<D: Dialect> SourceReader for Reader<D> {
         self.position.chunk.enter(t.name(), &chunk);
         if !self.announced.contains(t.id()) {
             self.announced.insert(t.id().clone());
-            return Ok(Some(Event::SchemaChange(t.announce())));
+            return Ok(Some(Event::SchemaChange(self.announce(t))));
         }
         if self.schema_only {
             self.chunks.pop_front();

@@ -231,6 +231,7 @@ impl Follower {
                 primary_key: t.primary_key.clone(),
                 ddl: Some(sql.to_string()),
                 alter,
+                resumed: false,
             };
             let unsupported = |reason: String| vec![Alter::Unsupported { reason }];
             match statement {

@@ -375,8 +375,15 @@ impl Dialect for Mysql {
         t: &Table,
         sql: &str,
     ) -> anyhow::Result<Vec<Vec<Option<String>>>> {
-        let rows: Vec<mysql_async::Row> =
-            conn.query(sql).await.map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
+        let rows: Vec<mysql_async::Row> = conn.query(sql).await.map_err(|e| match &e {
+            // ER_BAD_FIELD_ERROR: a column was dropped or renamed under the snapshot, which a
+            // restart would read the same way again.
+            mysql_async::Error::Server(s) if s.code == 1054 => anyhow::anyhow!(
+                "reading `{}`: {e}: a column of the table was dropped or renamed while its snapshot was read, which Sluice cannot finish; change columns before a sync's snapshot or after it (once the log says `following the binlog`), and start this one again: a new state dir, and the table dropped in Doris",
+                t.id
+            ),
+            _ => Restartable::error(format!("reading `{}`: {e}", t.id)),
+        })?;
         let scope = &self.scope;
         let text = |row: &mysql_async::Row, i: usize| match row.as_ref(i) {
             None | Some(mysql_async::Value::NULL) => Ok(None),

@@ -162,6 +162,7 @@ impl Follower {
                         primary_key: table.primary_key.clone(),
                         ddl: None,
                         alter,
+                        resumed: false,
                     };
                     self.tx.schema_change(&self.tables, change)?;
                 }
@@ -223,6 +224,7 @@ impl Follower {
                             primary_key: t.primary_key.clone(),
                             ddl: Some(format!("TRUNCATE {}", t.quoted())),
                             alter: vec![Alter::Truncate],
+                            resumed: false,
                         };
                         self.tx.schema_change(&self.tables, change)?;
                     }
