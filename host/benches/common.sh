@@ -100,8 +100,9 @@ as_pg() { if [ "$(id -u)" = 0 ]; then (cd "$P" && exec runuser -u postgres -- "$
 psql_() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres "$@"; }
 
 msql() { mysql -h127.0.0.1 -P"$MPORT" -uroot -N -B -e "$1"; }
-# User + system seconds of process PID so far.
-cpu_of() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$1/stat"; }
+# User + system seconds of process PID so far, its exited children's included (PostgreSQL's
+# backends are the postmaster's children).
+cpu_of() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15 + $16 + $17) / t}' "/proc/$1/stat"; }
 
 sql() { mysql -h127.0.0.1 -P"$QPORT" -uroot -N -B -e "$1"; }
 now() { date +%s.%N; }

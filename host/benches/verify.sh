@@ -131,15 +131,17 @@ for src in mysql postgres; do
 
   echo "sluice verify of the $src mirror…" >&2
   before=$(cpu_of "$SPID")
+  doris_before=$(cpu_of "$DORIS_PID")
   timed "verify-$src" "$SLUICE" verify --recheck-after 0s "$WORK/$src.toml"
   VERIFY_SRC_CPU=$(calc "($(cpu_of "$SPID") - $before) / $WALL")
+  VERIFY_DORIS_CPU=$(calc "($(cpu_of "$DORIS_PID") - $doris_before) / $WALL")
   VERIFY_CPU=$(calc "$CPU / $WALL")
   LAST=$(tail -1 "$WORK/verify-$src.out")
   COMPARED=$(sed -n 's/^verify: [0-9]* tables, \([0-9]*\) rows: the copy equals the source$/\1/p' <<<"$LAST")
   [ -n "$COMPARED" ] || { echo "verify of $src did not agree: $LAST" >&2; tail -20 "$WORK/verify-$src.out" >&2; exit 1; }
   VERIFY=$(calc "$COMPARED / $WALL")
-  RESULTS+=("$(printf '%-8s verify %8.0f rows/s compared (%d rows in %.1f s; sluice %.2f cores, %s %.2f cores) · floor SELECT * %8.0f rows/s (%s %.2f cores) · verify/floor %.2f · copy %.0f rows/s' \
-    "$src" "$VERIFY" "$COMPARED" "$WALL" "$VERIFY_CPU" "$src" "$VERIFY_SRC_CPU" "$FLOOR" "$src" "$FLOOR_SRC_CPU" "$(calc "$VERIFY / $FLOOR")" "$COPY")")
+  RESULTS+=("$(printf '%-8s verify %8.0f rows/s compared (%d rows in %.1f s; sluice %.2f cores, %s %.2f, doris-lite %.2f) · floor SELECT * %8.0f rows/s (%s %.2f cores) · verify/floor %.2f · copy %.0f rows/s' \
+    "$src" "$VERIFY" "$COMPARED" "$WALL" "$VERIFY_CPU" "$src" "$VERIFY_SRC_CPU" "$VERIFY_DORIS_CPU" "$FLOOR" "$src" "$FLOOR_SRC_CPU" "$(calc "$VERIFY / $FLOOR")" "$COPY")")
   echo "${RESULTS[-1]}" >&2
   eval "RATE_$src=$VERIFY"
 done

@@ -36,13 +36,14 @@ pub struct Options {
     pub recheck_after: Option<Duration>,
     /// Source rows read per second at most (none: as fast as it goes).
     pub rate: Option<u64>,
-    /// Ranges read at once.
+    /// Ranges read at once (each from both sides: the source's read, Doris' and the comparison
+    /// overlap).
     pub concurrency: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { samples: 10, recheck_after: Some(Duration::ZERO), rate: None, concurrency: 2 }
+        Options { samples: 10, recheck_after: Some(Duration::ZERO), rate: None, concurrency: 4 }
     }
 }
 
@@ -243,7 +244,7 @@ pub async fn verify(source: Arc<dyn MirrorSource>, target: Arc<dyn MirrorTarget>
         let mut report =
             TableReport { source: table.id.to_string(), target: target_table.clone(), ..Default::default() };
         let pace = Pace { rate: opts.rate, started, before: rows_read };
-        match compare_table(&*source, &*target, &table, &target_table, opts, &pace).await {
+        match compare_table(&source, &target, &table, &target_table, opts, &pace).await {
             Ok(ranges) => ranges.into_iter().for_each(|r| report.add(r, opts.samples)),
             Err(e) => report.error = Some(format!("{e:#}")),
         }
@@ -272,8 +273,8 @@ impl Pace {
 }
 
 async fn compare_table(
-    source: &dyn MirrorSource,
-    target: &dyn MirrorTarget,
+    source: &Arc<dyn MirrorSource>,
+    target: &Arc<dyn MirrorTarget>,
     table: &MirroredTable,
     target_table: &str,
     opts: &Options,
@@ -283,8 +284,14 @@ async fn compare_table(
     let read = std::sync::atomic::AtomicU64::new(0);
     let compare = |range: KeyRange| {
         let read = &read;
+        let (source, target, table, target_table) =
+            (source.clone(), target.clone(), table.clone(), target_table.to_string());
         async move {
-            let r = compare_range(source, target, table, target_table, range).await?;
+            // A task per range: the ranges' conversions and comparisons run on every core.
+            let mut task = crate::runtime::AbortOnDrop(tokio::spawn(async move {
+                compare_range(&*source, &*target, &table, &target_table, range).await
+            }));
+            let r = (&mut task.0).await.map_err(|e| anyhow::anyhow!("comparing {range} failed: {e}"))??;
             let total = read.fetch_add(r.compared, std::sync::atomic::Ordering::Relaxed) + r.compared;
             pace.wait(total).await;
             anyhow::Ok((range, r))
@@ -301,7 +308,7 @@ async fn compare_table(
         );
         tokio::time::sleep(recheck_after).await;
         for (range, report) in results.iter_mut().filter(|(_, r)| !r.agrees()) {
-            *report = compare_range(source, target, table, target_table, *range).await?;
+            *report = compare_range(&**source, &**target, table, target_table, *range).await?;
         }
     }
     Ok(results.into_iter().map(|(_, r)| r).collect())
