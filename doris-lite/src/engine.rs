@@ -1174,6 +1174,10 @@ fn alter(st: &mut State, db: &str, table: &str, op: AlterOp) -> Result<(), Engin
             } else if t.schema.keys_type == KeysType::Aggregate && newc.agg.is_none() {
                 newc.agg = t.schema.columns[i].agg;
             }
+            if newc == t.schema.columns[i] && pos == ColumnPosition::Default {
+                // Doris' schema change refuses a column definition equal to the one in place.
+                return Err(EngineError::Other("Nothing is changed. please check your alter stmt.".into()));
+            }
             t.schema.columns[i] = newc;
             if old_ty != new_ty {
                 t.map_rows(|row| {
@@ -1478,5 +1482,10 @@ mod tests {
         let ddl = show_create_table(st.table("test", "t").unwrap());
         assert!(ddl.contains("UNIQUE KEY(`id`)"), "{ddl}");
         assert!(ddl.contains("`b` int NULL DEFAULT \"7\""), "{ddl}");
+        drop(st);
+        // A MODIFY that changes nothing is refused, as Doris' schema change refuses it.
+        let same = e.ddl(Some("test"), "ALTER TABLE t MODIFY COLUMN v VARCHAR(10) NULL").unwrap_err().to_string();
+        assert!(same.contains("Nothing is changed. please check your alter stmt."), "{same}");
+        e.ddl(Some("test"), "ALTER TABLE t MODIFY COLUMN v VARCHAR(20) NULL").unwrap();
     }
 }

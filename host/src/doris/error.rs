@@ -108,14 +108,6 @@ impl DorisError {
         matches!(self.txn_state(), Some(TxnState::Aborted | TxnState::NotFound))
     }
 
-    /// An `ALTER TABLE` that would change nothing: a schema change replayed after a crash, already
-    /// in place (`Nothing is changed. please check your alter stmt.`). Doris sends it under the
-    /// code every failed DDL statement has (`errCode = 2`), so its words are all there is; this
-    /// is the one place that reads them.
-    pub fn is_nothing_changed(&self) -> bool {
-        matches!(self, DorisError::Http { body, .. } if body.contains("Nothing is changed"))
-    }
-
     /// Doris' own error code, where its reply carries one (Flight's `doris-error-code`).
     pub fn doris_code(&self) -> Option<i32> {
         match self {

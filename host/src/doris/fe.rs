@@ -175,11 +175,14 @@ pub struct FeClient {
 }
 
 /// What the sink needs to know about a target table (`GET /api/{db}/{table}/_schema`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableInfo {
     /// `DUP_KEYS`, `UNIQUE_KEYS` or `AGG_KEYS`.
     pub keys_type: String,
     pub columns: Vec<String>,
+    /// Columns and their types as `DESC` shows them (`VARCHAR(32)`), where they were asked for
+    /// ([`FeClient::described`]); the schema API names types without their lengths.
+    pub types: Vec<(String, String)>,
 }
 
 impl TableInfo {
@@ -456,7 +459,19 @@ impl FeClient {
             .and_then(|p| p.as_array())
             .map(|cols| cols.iter().filter_map(|c| c.get("name")?.as_str().map(str::to_string)).collect())
             .unwrap_or_default();
-        Ok(TableInfo { keys_type, columns })
+        Ok(TableInfo { keys_type, columns, types: Vec::new() })
+    }
+
+    /// [`Self::table_info`] with each column's type as `DESC` shows it.
+    pub async fn described(&self, db: &str, table: &str) -> Result<TableInfo, DorisError> {
+        let mut info = self.table_info(db, table).await?;
+        let (names, rows) =
+            self.query(db, &format!("DESC {}.{}", super::scan::quote(db), super::scan::quote(table))).await?;
+        let at = |n: &str| names.iter().position(|x| x.eq_ignore_ascii_case(n));
+        if let (Some(field), Some(ty)) = (at("Field"), at("Type")) {
+            info.types = rows.into_iter().filter_map(|r| Some((r.get(field)?.clone(), r.get(ty)?.clone()))).collect();
+        }
+        Ok(info)
     }
 
     /// The alive BEs, from `GET /api/backends?is_alive=true` (for `auto_redirect = false`).

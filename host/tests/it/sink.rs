@@ -251,4 +251,16 @@ async fn a_schema_change_creates_a_missing_table_and_alters_it_when_columns_chan
     let committables = w.prepare_commit(2).await.unwrap();
     assert_eq!(sink.committer().commit(2, &[committables]).await.unwrap(), 1);
     assert_eq!(doris.sql("SELECT id, name, age FROM test.users ORDER BY id"), ["1\tann\tNULL", "2\tbob\t40"]);
+    // A type change, then the same change replayed (a crash before its checkpoint): Doris refuses
+    // a change that changes nothing, so the replay must not send it again.
+    let widen = Alter::ModifyColumn { name: "name".into(), from: "VARCHAR(32)".into() };
+    let wider = change("id INT NOT NULL, name VARCHAR(64), age INT", vec![widen]);
+    let name_type = || doris.sql("DESC test.users").into_iter().find(|r| r.starts_with("name\t")).unwrap();
+    let before = name_type();
+    w.schema_change(&wider).await.unwrap();
+    let after = name_type();
+    assert_ne!(after, before);
+    w.schema_change(&wider).await.unwrap();
+    assert_eq!(name_type(), after);
+    assert_eq!(doris.sql("SELECT id, name, age FROM test.users ORDER BY id"), ["1\tann\tNULL", "2\tbob\t40"]);
 }

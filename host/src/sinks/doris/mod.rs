@@ -597,7 +597,9 @@ impl SinkWriter for DorisSinkWriter {
         let (db, table) = target.split_once('.').context("the sink's table is `db.table`")?;
         self.writer.before_schema_change(&target).await?;
         let client = &self.conn.client;
-        let statements = match client.table_info(db, table).await {
+        let modifies = change.alter.iter().any(|a| matches!(a, Alter::ModifyColumn { .. }));
+        let info = if modifies { client.described(db, table).await } else { client.table_info(db, table).await };
+        let statements = match info {
             Ok(info) if !change.is_change() || change.alter == [Alter::CreateTable] => {
                 if let Some(why) = schema::mismatch(&target, &info, change) {
                     if change.resumed {
@@ -614,7 +616,7 @@ impl SinkWriter for DorisSinkWriter {
             }
             Ok(info) => {
                 let r = &self.rules;
-                schema::alter_table(db, table, &info.columns, change, r.mode, r.behavior, r.truncate)?
+                schema::alter_table(db, table, &info, change, r.mode, r.behavior, r.truncate)?
             }
             Err(crate::doris::DorisError::Table { .. }) => vec![
                 format!("CREATE DATABASE IF NOT EXISTS {}", crate::doris::scan::quote(db)),
@@ -629,8 +631,6 @@ impl SinkWriter for DorisSinkWriter {
             let on = if stmt.starts_with("CREATE DATABASE") { "information_schema" } else { db };
             match client.query(on, &stmt).await {
                 Ok(_) => {}
-                // A change replayed after a crash may be in place already.
-                Err(e) if e.is_nothing_changed() => {}
                 Err(e) if self.rules.behavior == schema::Behavior::TryEvolve => {
                     tracing::warn!("`{target}`: Doris refused `{stmt}`{ddl}: {e}; going on (try_evolve)")
                 }

@@ -186,7 +186,7 @@ impl Behavior {
 pub fn alter_table(
     db: &str,
     table: &str,
-    existing: &[String],
+    existing: &crate::doris::fe::TableInfo,
     change: &SchemaChange,
     mode: Mode,
     behavior: Behavior,
@@ -206,7 +206,7 @@ pub fn alter_table(
     let columns = columns_of(&change.schema).map_err(|e| anyhow::anyhow!("{}: {}", change.table, e.message))?;
     let column = |n: &str| columns.iter().find(|c| c.name.eq_ignore_ascii_case(n));
     let target = format!("{}.{}", quote(db), quote(table));
-    let mut have: Vec<String> = existing.to_vec();
+    let mut have: Vec<String> = existing.columns.clone();
     let has = |have: &[String], n: &str| have.iter().any(|e| e.eq_ignore_ascii_case(n));
     let add = |name: &str, default: Option<&str>, comment: Option<&str>| -> Option<String> {
         let c = column(name)?;
@@ -255,7 +255,16 @@ pub fn alter_table(
             Alter::RenameColumn { .. } => {}
             Alter::ModifyColumn { name, .. } => {
                 if let (Some(c), true) = (column(name), has(&have, name)) {
-                    out.push(format!("ALTER TABLE {target} MODIFY COLUMN {}", column_ddl(&nullable(c), false)));
+                    let c = nullable(c);
+                    // Replayed after a crash, the change may be in place (Doris refuses a change
+                    // that changes nothing).
+                    let done = existing
+                        .types
+                        .iter()
+                        .any(|(n, t)| n.eq_ignore_ascii_case(name) && same_type(t, &c.doris_type.to_string()));
+                    if !done {
+                        out.push(format!("ALTER TABLE {target} MODIFY COLUMN {}", column_ddl(&c, false)));
+                    }
                 }
             }
             Alter::Truncate if truncate => out.push(format!("TRUNCATE TABLE {target}")),
@@ -285,6 +294,24 @@ pub fn alter_table(
         }
     }
     Ok(out)
+}
+
+/// Whether a type as `DESC` shows it (`VARCHAR(32)`, `DECIMALV3(10, 2)`, `int(11)`) is the type a
+/// column definition names (`VARCHAR(32)`, `DECIMAL(10,2)`, `INT`).
+fn same_type(shown: &str, named: &str) -> bool {
+    static WIDTH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^(TINYINT|SMALLINT|INT|BIGINT|LARGEINT)\(\d+\)$").expect("a valid pattern")
+    });
+    let canonical = |t: &str| {
+        let t: String = t.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_uppercase();
+        let t = t.replace("DECIMALV3", "DECIMAL").replace("DATETIMEV2", "DATETIME").replace("DATEV2", "DATE");
+        let t = WIDTH.replace(&t, "$1").into_owned();
+        match t.as_str() {
+            "DATETIME(0)" => "DATETIME".to_string(),
+            _ => t,
+        }
+    };
+    canonical(shown) == canonical(named)
 }
 
 /// An added or changed column is nullable in Doris: rows loaded before it have no value.
@@ -337,6 +364,34 @@ mod tests {
             alter: Vec::new(),
             resumed: false,
         }
+    }
+
+    fn table_info(columns: &[&str]) -> crate::doris::fe::TableInfo {
+        crate::doris::fe::TableInfo { columns: columns.iter().map(|c| c.to_string()).collect(), ..Default::default() }
+    }
+
+    #[test]
+    fn a_type_change_already_in_place_is_not_sent_again() {
+        let mut c = change("id BIGINT, name VARCHAR(32), price DECIMAL(10,2), n BIGINT", &["id"]);
+        c.alter = ["name", "price", "n"].map(|n| Alter::ModifyColumn { name: n.into(), from: "?".into() }).to_vec();
+        let mut info = table_info(&["id", "name", "price", "n"]);
+        let plan = |info: &crate::doris::fe::TableInfo| {
+            alter_table("ods", "users", info, &c, Mode::SqlParser, Behavior::Evolve, false).unwrap()
+        };
+        assert_eq!(plan(&info).len(), 3);
+        info.types = [("name", "varchar(32)"), ("price", "DECIMALV3(10, 2)"), ("n", "bigint(20)")]
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .to_vec();
+        assert!(plan(&info).is_empty(), "{:?}", plan(&info));
+        info.types[0].1 = "VARCHAR(8)".into();
+        info.types[1].1 = "DECIMAL(9, 2)".into();
+        assert_eq!(
+            plan(&info),
+            [
+                "ALTER TABLE `ods`.`users` MODIFY COLUMN `name` VARCHAR(32) NULL",
+                "ALTER TABLE `ods`.`users` MODIFY COLUMN `price` DECIMAL(10,2) NULL"
+            ]
+        );
     }
 
     #[test]
@@ -393,7 +448,7 @@ mod tests {
 
     #[test]
     fn alters_become_statements_by_mode_and_behavior() {
-        let existing = ["id".to_string(), "old".to_string(), "name".to_string(), "__DORIS_DELETE_SIGN__".to_string()];
+        let existing = table_info(&["id", "old", "name", "__DORIS_DELETE_SIGN__"]);
         let mut c = change("id BIGINT, fresh INT, full_name VARCHAR(60), score BIGINT", &["id"]);
         c.ddl = Some("ALTER TABLE users …".into());
         c.alter = vec![
@@ -427,7 +482,7 @@ mod tests {
         let stop = alter_table("ods", "users", &existing, &c, Mode::SqlParser, Behavior::Exception, false).unwrap_err();
         assert!(stop.to_string().contains("`app.users` changed (`ALTER TABLE users …`)"), "{stop}");
         // Replayed after a crash: what is already done is not done again.
-        let done = ["id", "fresh", "full_name", "score"].map(String::from);
+        let done = table_info(&["id", "fresh", "full_name", "score"]);
         assert!(
             alter_table("ods", "users", &done, &c, Mode::DebeziumStructure, Behavior::Evolve, false)
                 .unwrap()
