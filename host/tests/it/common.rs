@@ -1,7 +1,7 @@
 //! Shared fixtures: the plugins built once per test process, a runtime with a shared cache.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -115,14 +115,35 @@ pub fn mysql(port: u16, sql: &str) -> Vec<String> {
 
 /// [`mysql`], with the server's error as `Err` (for polling what may not exist yet).
 pub fn try_mysql(port: u16, sql: &str) -> Result<Vec<String>, String> {
-    let out = Command::new("mysql")
-        .args(["-h127.0.0.1", "-P", &port.to_string(), "-uroot", "-N", "-B", "-e", sql])
-        .output()
-        .expect("the mysql CLI is installed");
+    let mut command = Command::new("mysql");
+    command.args(["-h127.0.0.1", "-P", &port.to_string(), "-uroot", "-N", "-B"]);
+    let out = run_sql(command, "-e", sql);
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     Ok(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect())
+}
+
+/// `command` (a database's command-line client) with `sql`: as the argument after `flag`, or on
+/// its standard input when it is too long to be an argument (a large transaction's script).
+pub fn run_sql(mut command: Command, flag: &str, sql: &str) -> std::process::Output {
+    use std::io::Write;
+    if sql.len() < 64 * 1024 {
+        return command.args([flag, sql]).output().expect("the client is installed");
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the client is installed");
+    // Written beside the reading of its output, which could otherwise fill its pipe first.
+    let mut stdin = child.stdin.take().expect("piped");
+    let input = sql.as_bytes().to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().expect("the client ends");
+    writer.join().expect("the writer ends").expect("the client reads its input");
+    out
 }
 
 impl Doris {

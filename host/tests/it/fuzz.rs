@@ -113,8 +113,9 @@ impl Key {
     fn of(&self, n: u64) -> Vec<String> {
         match self {
             Key::Int | Key::None => vec![n.to_string()],
-            // Spread over the whole range, so chunks are sparse.
-            Key::Big => vec![((n as i64) * 9_000_000_000_000_007 % i64::MAX).to_string()],
+            // Spread over the whole range, so chunks are sparse (an odd factor: distinct for
+            // every `n`).
+            Key::Big => vec![(n as i64).wrapping_mul(9_000_000_000_000_007).to_string()],
             Key::Text => vec![format!("'k{n:05}😀'")],
             Key::Composite => vec![(n / 3).to_string(), format!("'{}'", n % 3)],
         }
@@ -138,6 +139,8 @@ struct Table {
     next: u64,
     /// Columns dropped or renamed (new ones are numbered after them).
     dropped: usize,
+    /// Generated columns (computed from `k` by the server, never written): name and DDL.
+    generated: Vec<(String, &'static str)>,
 }
 
 impl Table {
@@ -149,7 +152,12 @@ impl Table {
     }
 
     fn create(&self) -> String {
-        let columns: Vec<String> = self.columns.iter().map(|(n, k)| format!("{n} {}", k.ddl)).collect();
+        let columns: Vec<String> = self
+            .columns
+            .iter()
+            .map(|(n, k)| format!("{n} {}", k.ddl))
+            .chain(self.generated.iter().map(|(n, ddl)| format!("{n} {ddl}")))
+            .collect();
         format!("CREATE TABLE {} ({}, {}{})", self.name, self.key.columns(), columns.join(", "), self.key.primary())
     }
 
@@ -217,9 +225,10 @@ trait Server {
     fn widen(&self, table: &str, column: &str) -> String;
     /// Round `round` passed: what it holds on the server can go.
     fn done(&self, _round: u64) {}
-    /// Whether a renamed column keeps its values in the copy (PostgreSQL's stream shows a rename
-    /// as a drop and an add, as the README says).
+    /// Whether columns are renamed.
     const RENAMES: bool;
+    /// Generated columns the server has, as DDL computing a value from the key column `k`.
+    const GENERATED: &'static [&'static str];
     /// Whether tables created while the pipeline runs are followed.
     const CREATES: bool;
     /// Whether the snapshot reads a table as a schema change leaves it (MySQL's chunks are read
@@ -277,6 +286,7 @@ fn ddl<S: Server>(server: &S, rng: &mut fastrand::Rng, tables: &mut Vec<Table>, 
                 rows: Vec::new(),
                 next: 1,
                 dropped: 0,
+                generated: Vec::new(),
             };
             let mut out = vec![new.create()];
             out.extend(server.keyless(&new.name).filter(|_| matches!(new.key, Key::None)));
@@ -321,6 +331,8 @@ impl Server for MariaDb {
     }
 
     const RENAMES: bool = true;
+    const GENERATED: &'static [&'static str] =
+        &["VARCHAR(40) AS (CONCAT(k, '-stored')) STORED", "VARCHAR(40) AS (CONCAT(k, '-virtual')) VIRTUAL"];
     const CREATES: bool = true;
     const SNAPSHOT_SEES_DDL: bool = true;
 }
@@ -364,8 +376,9 @@ impl Server for Postgres {
         self.sql(&format!("SELECT pg_drop_replication_slot('fuzz{round}')"));
     }
 
-    const RENAMES: bool = false;
-    const CREATES: bool = false;
+    const RENAMES: bool = true;
+    const GENERATED: &'static [&'static str] = &["TEXT GENERATED ALWAYS AS (k::text || '-stored') STORED"];
+    const CREATES: bool = true;
     const SNAPSHOT_SEES_DDL: bool = false;
 }
 
@@ -387,6 +400,9 @@ fn rounds() -> u64 {
 async fn round<S: Server>(server: &S, doris: &Doris, round: u64, seed: u64, kills: bool) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut ddl_rng = fastrand::Rng::with_seed(seed ^ 0xdd1_dd1);
+    // Generated columns and large transactions: a third generator, so older seeds replay as
+    // they did.
+    let mut more_rng = fastrand::Rng::with_seed(seed ^ 0x6e4_e4a);
     let place = server.setup(round);
     let ods = format!("ods_fuzz{round}");
     doris.sql(&format!("DROP DATABASE IF EXISTS {ods}"));
@@ -396,7 +412,13 @@ async fn round<S: Server>(server: &S, doris: &Doris, round: u64, seed: u64, kill
             let key = Key::pick(&mut rng);
             let count = rng.usize(3..=7);
             let columns = (0..count).map(|c| (format!("c{c}"), &S::KINDS[rng.usize(..S::KINDS.len())])).collect();
-            Table { name: format!("{place}t{t}"), key, columns, rows: Vec::new(), next: 1, dropped: 0 }
+            let generated = S::GENERATED
+                .iter()
+                .enumerate()
+                .filter(|_| more_rng.bool())
+                .map(|(i, ddl)| (format!("g{i}"), *ddl))
+                .collect();
+            Table { name: format!("{place}t{t}"), key, columns, rows: Vec::new(), next: 1, dropped: 0, generated }
         })
         .collect();
     let mut script = Vec::new();
@@ -427,6 +449,19 @@ async fn round<S: Server>(server: &S, doris: &Doris, round: u64, seed: u64, kill
             // Drawn from a second generator: a seed's other draws stay what they were.
             let statements = ddl(server, &mut ddl_rng, &mut tables, &place);
             eprintln!("  schema change: {}", statements[0]);
+            changes.extend(statements);
+        }
+        if batch == 3 && more_rng.bool() {
+            // A large transaction: more rows than a page or a batch, then every row updated at
+            // once (large values left unchanged in most).
+            let at = more_rng.usize(..tables.len());
+            let t = &mut tables[at];
+            let mut statements = vec!["BEGIN".to_string()];
+            statements.extend((0..5000).map(|_| t.insert(&mut more_rng)));
+            statements.push("COMMIT".to_string());
+            let (column, kind) = t.columns[more_rng.usize(..t.columns.len())].clone();
+            statements.push(format!("UPDATE {} SET {column} = {}", t.name, Table::value(&mut more_rng, kind)));
+            eprintln!("  large transaction: 5000 rows into {}, then all updated", t.name);
             changes.extend(statements);
         }
         if batch == 2 {

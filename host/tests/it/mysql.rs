@@ -1071,3 +1071,73 @@ async fn a_ddl_doris_refuses_stops_the_pipeline_naming_it_and_the_error() {
     assert!(error.contains("set `schema_change.behavior = \"try_evolve\"` to go on without it"), "{error}");
     assert_eq!(doris.sql("SELECT id, v FROM ods.t ORDER BY id"), ["1\t1", "2\t2"]);
 }
+
+/// Tables that join a running sync: one renamed into the patterns and one created `LIKE` another
+/// (their rows are not in the binlog: the run restarts and reads them, with two workers), and one
+/// the patterns cover only after a restart with a wider `include` (read before the binlog goes
+/// on). Each ends equal to its source, every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_renamed_in_created_like_or_newly_matched_are_read_then_followed() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; CREATE TABLE app.users (id INT PRIMARY KEY, name VARCHAR(20)); \
+         INSERT INTO app.users VALUES (1, 'ann'), (2, 'bob'); \
+         CREATE TABLE app.later (id INT PRIMARY KEY, v INT); INSERT INTO app.later VALUES (1, 10), (2, 20)",
+    );
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = |include: &str| {
+        format!(
+            "[pipeline]\nname = \"joining\"\ncheckpoint_interval = \"300ms\"\nparallelism = 2\n\n\
+             [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\nserver_id = 7011\n\n\
+             [doris]\nfenodes = {}\n\n\
+             [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\ninclude = \"{include}\"\n\
+             scan.startup.mode = \"initial\"\nchunk_size = 2\n\n\
+             [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\ntable_properties.replication_num = \"1\"\n",
+            maria.port,
+            doris.fenodes()
+        )
+    };
+    let path = pipeline_file(dir.path(), &text("users|moved|twin"));
+    let (stop, task) = spawn_run(&path);
+    converges(&maria, &doris, "SELECT * FROM app.users ORDER BY id", "SELECT * FROM ods.users ORDER BY id")
+        .await
+        .unwrap();
+    let rows: Vec<String> = (1..=9).map(|i| format!("({i}, 'r{i}')")).collect();
+    maria.sql(&format!(
+        "CREATE TABLE app.staging (id INT PRIMARY KEY, v VARCHAR(10)); INSERT INTO app.staging VALUES {}; \
+         RENAME TABLE app.staging TO app.moved; INSERT INTO app.moved VALUES (10, 'after'); \
+         UPDATE app.moved SET v = 'changed' WHERE id = 3; DELETE FROM app.moved WHERE id = 4; \
+         CREATE TABLE app.twin LIKE app.users; INSERT INTO app.twin VALUES (7, 'gus'); \
+         INSERT INTO app.users VALUES (3, 'cid')",
+        rows.join(", ")
+    ));
+    for t in ["moved", "twin", "users"] {
+        let (source, target) =
+            (format!("SELECT * FROM app.{t} ORDER BY id"), format!("SELECT * FROM ods.{t} ORDER BY id"));
+        converges(&maria, &doris, &source, &target).await.unwrap_or_else(|e| panic!("{t}: {e}"));
+    }
+    stop.send(true).unwrap();
+    let (report, _) = task.await.unwrap();
+    let report = report.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(report.restarts >= 1, "the new tables restart the run: {report:?}");
+
+    // Covered only from this run on: its rows from before are read, then its changes followed.
+    maria.sql("INSERT INTO app.later VALUES (3, 30); INSERT INTO app.moved VALUES (11, 'down')");
+    let path = pipeline_file(dir.path(), &text("users|moved|twin|later"));
+    let (stop, task) = spawn_run(&path);
+    maria.sql("UPDATE app.later SET v = 11 WHERE id = 1; INSERT INTO app.later VALUES (4, 40)");
+    for t in ["later", "moved", "twin", "users"] {
+        let (source, target) =
+            (format!("SELECT * FROM app.{t} ORDER BY id"), format!("SELECT * FROM ods.{t} ORDER BY id"));
+        converges(&maria, &doris, &source, &target).await.unwrap_or_else(|e| panic!("{t}: {e}"));
+    }
+    let (ok, out) = verify(&path, &[]).await;
+    assert!(ok, "{out}");
+    assert!(out.contains("app.later → ods.later: 4 rows compared, 4 equal"), "{out}");
+    stop.send(true).unwrap();
+    let (report, _) = task.await.unwrap();
+    report.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}

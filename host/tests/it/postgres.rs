@@ -77,7 +77,8 @@ impl Postgres {
 
     /// Rows of `sql` (psql, fields tab separated, NULL empty).
     pub fn sql(&self, sql: &str) -> Vec<String> {
-        let out = Command::new("psql")
+        let mut command = Command::new("psql");
+        command
             .args([
                 "-h127.0.0.1",
                 "-p",
@@ -88,9 +89,8 @@ impl Postgres {
                 "-F\t",
                 "-Pnull=NULL",
             ])
-            .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-            .output()
-            .expect("psql is installed");
+            .args(["-v", "ON_ERROR_STOP=1"]);
+        let out = crate::common::run_sql(command, "-c", sql);
         assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
     }
@@ -196,6 +196,12 @@ async fn initial_mirrors_every_type_then_follows_changes_and_columns() {
     converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("columns: {e}\n{}", run.log()));
     pg.sql("ALTER TABLE all_types ALTER COLUMN s TYPE INT; UPDATE all_types SET s = 100000 WHERE id = 5");
     converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("retype: {e}\n{}", run.log()));
+    // A rename keeps the column's values in Doris (the column keeps its number in pg_attribute).
+    pg.sql("ALTER TABLE all_types RENAME COLUMN v TO label; UPDATE all_types SET big = 1 WHERE id = 5");
+    let (source, target) = (source.replace(", v,", ", label,"), target.replace(", v,", ", label,"));
+    converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("rename: {e}\n{}", run.log()));
+    assert_eq!(doris.sql("SELECT label FROM ods.all_types WHERE id = 1"), ["changed"]);
+    assert!(run.log().contains("rename column `v` to `label`"), "{}", run.log());
 
     pg.sql("TRUNCATE all_types; INSERT INTO all_types (id) VALUES (7)");
     converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("truncate: {e}\n{}", run.log()));
@@ -465,4 +471,60 @@ async fn postgres_sync_database_runs_the_connectors_command_as_written() {
     assert_eq!(pg.sql("SELECT slot_name, plugin FROM pg_replication_slots"), ["test\tpgoutput"]);
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A table created while the slot is followed joins the publication and is read (the rows from
+/// before it joined are not in the stream), then followed; a table the patterns cover only after
+/// a restart with a wider `include` is read before the stream goes on. Each ends equal to its
+/// source, every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_created_while_following_or_newly_matched_are_read_then_followed() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql(
+        "CREATE TABLE users (id INT PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'ann'); \
+         CREATE TABLE later (id INT PRIMARY KEY, v INT); INSERT INTO later VALUES (1, 10), (2, 20)",
+    );
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = |include: &str| {
+        pipeline(
+            &pg,
+            &doris,
+            "joining",
+            &format!("include = \"{include}\"\nscan.startup.mode = \"initial\"\nchunk_size = 2"),
+        )
+        .replace("checkpoint_interval = \"300ms\"\n", "checkpoint_interval = \"300ms\"\nparallelism = 2\n")
+    };
+    let path = pipeline_file(dir.path(), &text("users|fresh"));
+    let mut run = Background::start(&path);
+    run.until(60, "the stream", |r| r.log().contains("following replication slot `joining`")).await;
+    pg.sql(
+        "CREATE TABLE fresh (id INT PRIMARY KEY, v TEXT); INSERT INTO fresh SELECT g, 'r' || g FROM generate_series(1, 9) g; \
+         INSERT INTO fresh VALUES (10, 'after'); UPDATE fresh SET v = 'changed' WHERE id = 3; DELETE FROM fresh WHERE id = 4",
+    );
+    let table = |t: &str| (format!("SELECT * FROM {t} ORDER BY id"), format!("SELECT * FROM ods.{t} ORDER BY id"));
+    let (source, target) = table("fresh");
+    converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("{e}\n{}", run.log()));
+    assert!(run.log().contains("`public.fresh` is new to the sync: restarting to read its rows"), "{}", run.log());
+    pg.sql("INSERT INTO fresh VALUES (11, 'streamed'); UPDATE fresh SET v = 'again' WHERE id = 1; INSERT INTO users VALUES (2, 'bob')");
+    for t in ["fresh", "users"] {
+        let (source, target) = table(t);
+        converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("{t}: {e}\n{}", run.log()));
+    }
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+
+    pg.sql("INSERT INTO later VALUES (3, 30)");
+    let path = pipeline_file(dir.path(), &text("users|fresh|later"));
+    let run = Background::start(&path);
+    pg.sql("UPDATE later SET v = 11 WHERE id = 1; INSERT INTO later VALUES (4, 40); INSERT INTO fresh VALUES (12, 'later')");
+    for t in ["later", "fresh", "users"] {
+        let (source, target) = table(t);
+        converges(&pg, &doris, &source, &target).await.unwrap_or_else(|e| panic!("{t}: {e}\n{}", run.log()));
+    }
+    let (ok, out) = verify(&path, &[]).await;
+    assert!(ok && out.contains("public.later → ods.later: 4 rows compared, 4 equal"), "{out}");
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
 }

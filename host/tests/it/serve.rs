@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::{Doris, plugin_wasm};
 
@@ -558,6 +558,40 @@ async fn a_cpu_budget_per_minute_pauses_a_tenants_plugins() {
     );
     // Reading is not counted.
     assert_eq!(s.get("/api/v1/pipelines/gamma.spin", GAMMA).await.0, 200);
+}
+
+/// `[verify]` of a mirror under `sluice serve`: the pipeline's API shows its last comparison, and a
+/// row changed in the copy behind the pipeline's back shows as a difference there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_shows_the_last_verification_of_a_served_mirror() {
+    let doris = Doris::start().await;
+    tables(&doris);
+    doris.sql(
+        "CREATE TABLE dim.people (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+         PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
+    );
+    doris.sql("CREATE TABLE alpha.people (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
+    doris.sql("INSERT INTO dim.people VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)");
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(&doris, dir.path()).await;
+    let text = "[pipeline]\nname = \"mirror\"\ncheckpoint_interval = \"300ms\"\n\n\
+                [[source]]\ntype = \"doris\"\ntable = \"dim.people\"\nprimary_key = \"id\"\nscan.mode = \"initial\"\n\
+                changelog.poll_interval = \"1s\"\n\n[[sink]]\ntype = \"doris\"\ntable = \"alpha.people\"\n\n\
+                [verify]\nevery = \"1s\"\n";
+    let (st, v) = s.submit(ALPHA, text).await;
+    assert_eq!(st, 201, "{v}");
+    let v = s.until("alpha.mirror", ALPHA, 60, "a comparison that agrees", |v| v["verify"]["agrees"] == true).await;
+    let t = &v["verify"]["tables"][0];
+    assert_eq!(
+        (&t["source"], &t["target"], &t["compared"], &t["equal"], &t["differing"]),
+        (&json!("dim.people"), &json!("alpha.people"), &json!(3), &json!(3), &json!(0)),
+        "{v:#}"
+    );
+    doris.sql("UPDATE alpha.people SET age = 99 WHERE id = 2");
+    let v = s.until("alpha.mirror", ALPHA, 60, "a comparison that differs", |v| v["verify"]["agrees"] == false).await;
+    let t = &v["verify"]["tables"][0];
+    assert_eq!((&t["differing"], &t["samples"][0]["key"]), (&json!(1), &json!("id=2")), "{v:#}");
+    assert_eq!(t["samples"][0]["columns"], json!([{"column": "age", "source": "20", "doris": "99"}]), "{v:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

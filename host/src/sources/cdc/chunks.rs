@@ -76,6 +76,9 @@ pub(crate) struct ChunkCursor {
     /// Every chunk of this reader is read.
     #[serde(default)]
     pub done: bool,
+    /// Worker 0 reads the chunks of tables its log position did not know (a late snapshot).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub late: bool,
     /// The chunk width of each table of the snapshot, the same for its whole life.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub steps: BTreeMap<String, u64>,
@@ -152,6 +155,7 @@ impl ChunkCursor {
             let next = chunks.front().map(|c| (name(c.table), c.start()));
             *self = ChunkCursor {
                 done: next.is_none(),
+                late: self.late && next.is_some(),
                 table: next.as_ref().map(|n| n.0.clone()),
                 start: next.map(|n| n.1),
                 steps: std::mem::take(&mut self.steps),

@@ -8,20 +8,22 @@ use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 
 use super::snapshot::batch_of;
-use super::{CdcTable, Dialect};
+use super::{CdcTable, Dialect, Found};
 use crate::runtime::mirror::{KeyRange, MirrorSource, MirroredTable, RANGE_KEYS};
 
-/// The tables of a CDC source, with the dialect that reads them.
+/// The tables of a CDC source (as its last run found them), with the dialect that reads them.
 pub(crate) struct Mirror<D: Dialect> {
     pub dialect: Arc<D>,
-    pub tables: Arc<Vec<D::Table>>,
+    pub tables: Arc<Found<D::Table>>,
 }
 
 impl<D: Dialect> Mirror<D> {
-    fn table(&self, t: &MirroredTable) -> anyhow::Result<&D::Table> {
+    fn table(&self, t: &MirroredTable) -> anyhow::Result<D::Table> {
         self.tables
+            .get()
             .iter()
             .find(|x| x.id() == &t.id)
+            .cloned()
             .ok_or_else(|| anyhow::anyhow!("the source no longer reads `{}`", t.id))
     }
 }
@@ -30,6 +32,7 @@ impl<D: Dialect> Mirror<D> {
 impl<D: Dialect> MirrorSource for Mirror<D> {
     fn tables(&self) -> Vec<MirroredTable> {
         self.tables
+            .get()
             .iter()
             .map(|t| MirroredTable {
                 id: t.id().clone(),
@@ -44,7 +47,7 @@ impl<D: Dialect> MirrorSource for Mirror<D> {
         let t = self.table(table)?;
         let Some(key) = t.integer_key() else { return Ok(vec![KeyRange::ALL]) };
         let mut session = self.dialect.session(None).await?;
-        let bounds = self.dialect.bounds(&mut session, t, key).await;
+        let bounds = self.dialect.bounds(&mut session, &t, key).await;
         self.dialect.close(session).await;
         Ok(match bounds? {
             Some((low, high)) => KeyRange::split(low, high, RANGE_KEYS),
@@ -55,10 +58,10 @@ impl<D: Dialect> MirrorSource for Mirror<D> {
     async fn read(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<RecordBatch> {
         let t = self.table(table)?;
         let filter = t.integer_key().map(|k| range.filter(&self.dialect.quote(k))).unwrap_or_default();
-        let sql = format!("{}{filter}", self.dialect.select(t));
+        let sql = format!("{}{filter}", self.dialect.select(&t));
         let mut session = self.dialect.session(None).await?;
-        let rows = self.dialect.rows(&mut session, t, &sql).await;
+        let rows = self.dialect.rows(&mut session, &t, &sql).await;
         self.dialect.close(session).await;
-        Ok(batch_of(t, &rows?)?.data)
+        Ok(batch_of(&t, &rows?)?.data)
     }
 }

@@ -129,6 +129,42 @@ impl TablePatterns<'_> {
     }
 }
 
+/// The tables a source follows, found again when a run restarts (not when the source was just
+/// opened): a table created since, or renamed into the patterns, is read by the restarted run
+/// ([`snapshot`]'s late tables).
+pub(crate) struct Found<T> {
+    tables: std::sync::RwLock<std::sync::Arc<Vec<T>>>,
+    /// Found when the source was opened, and not yet used by a run.
+    just_opened: std::sync::atomic::AtomicBool,
+}
+
+impl<T> Found<T> {
+    pub fn new(tables: Vec<T>) -> Found<T> {
+        Found {
+            tables: std::sync::RwLock::new(std::sync::Arc::new(tables)),
+            just_opened: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    pub fn get(&self) -> std::sync::Arc<Vec<T>> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The tables for a run: as found at the source's opening for its first run, else as `find`
+    /// finds them now.
+    pub async fn for_run<F>(&self, find: F) -> anyhow::Result<std::sync::Arc<Vec<T>>>
+    where
+        F: std::future::Future<Output = anyhow::Result<Vec<T>>>,
+    {
+        if self.just_opened.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return Ok(self.get());
+        }
+        let tables = std::sync::Arc::new(find.await?);
+        *self.tables.write().unwrap_or_else(|e| e.into_inner()) = tables.clone();
+        Ok(tables)
+    }
+}
+
 /// A source column as the shared code needs it.
 pub(crate) trait Column: Clone + Debug + Send + Sync + 'static {
     /// The column as Doris gets it (name, type, nullability), or why it has no Doris type.

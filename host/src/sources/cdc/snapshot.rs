@@ -6,6 +6,12 @@
 //! reads nothing twice. With several workers, `initial` follows the log only once every worker's
 //! part of the snapshot is in a completed checkpoint, so no snapshot row can land after a newer
 //! change.
+//!
+//! A table the log position does not know — found by a restart after the snapshot (the patterns
+//! cover it since, it was created or renamed into them; a follower that sees one restarts the run
+//! for it) — is read by worker 0 alone, in `initial`, before it goes on with the log from where it
+//! stood (its *late* snapshot): the log's changes of that table since then are replayed over rows
+//! read later, which a UNIQUE table absorbs.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -68,36 +74,33 @@ impl<D: Dialect> Enumerator<D> {
     /// once every reader's are read, or when only the log is read).
     pub async fn start(self, positions: &[Option<PositionOf<D>>]) -> anyhow::Result<Box<dyn SplitEnumerator>> {
         let fresh = positions.iter().all(Option::is_none);
-        let snapshot_done = !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done));
+        let snapshot_done =
+            !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done || p.chunk.late));
         let gate = (self.mode == StartupMode::Initial && positions.len() > 1).then(|| watch::channel(snapshot_done).0);
         // The chunk widths of a snapshot under way stay as it began.
         let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
         let kept = positions.first().and_then(Option::as_ref).and_then(|p| p.tables.as_deref());
         let tables = Arc::new(as_of_position(&*self.dialect, kept, &self.tables)?);
-        let mut chunks = Vec::new();
+        let (mut chunks, mut late) = (Vec::new(), Vec::new());
         if !self.mode.log_only() && !snapshot_done {
-            let mut session = None;
-            for (i, t) in tables.iter().enumerate() {
-                let Some(key) = t.integer_key().filter(|_| self.mode != StartupMode::SchemaOnly) else {
-                    chunks.push(Chunk::whole(i));
-                    continue;
-                };
-                if session.is_none() {
-                    session = Some(self.dialect.session(None).await?);
-                }
-                let bounds = self.dialect.bounds(session.as_mut().expect("opened above"), t, key).await?;
-                let step =
-                    *steps.entry(t.name().to_string()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
-                chunks.extend(Chunk::split(i, bounds, step));
+            let all: Vec<usize> = (0..tables.len()).collect();
+            chunks = self.cut(&tables, &all, &mut steps).await?;
+        } else if let (Some(kept), StartupMode::Initial) = (kept, self.mode) {
+            let known = kept
+                .iter()
+                .map(|d| Ok(self.dialect.table(d)?.id().clone()))
+                .collect::<anyhow::Result<HashSet<TableId>>>()?;
+            let new: Vec<usize> = (0..tables.len()).filter(|&i| !known.contains(tables[i].id())).collect();
+            for &i in &new {
+                tracing::info!("`{}` is new to the log's position: worker 0 reads it before the log", tables[i].id());
             }
-            if let Some(session) = session {
-                self.dialect.close(session).await;
-            }
+            late = self.cut(&tables, &new, &mut steps).await?;
         }
         Ok(Box::new(Chunks {
             dialect: self.dialect,
             tables,
             chunks,
+            late,
             readers: positions.len(),
             steps,
             log_start: self.log_start,
@@ -105,6 +108,43 @@ impl<D: Dialect> Enumerator<D> {
             schema_only: self.mode == StartupMode::SchemaOnly,
             gate,
         }))
+    }
+}
+
+impl<D: Dialect> Enumerator<D> {
+    /// The chunks of `which` of `tables` (the widths in `steps`, new ones added).
+    async fn cut(
+        &self,
+        tables: &[D::Table],
+        which: &[usize],
+        steps: &mut BTreeMap<String, u64>,
+    ) -> anyhow::Result<Vec<Chunk>> {
+        let mut chunks = Vec::new();
+        let mut session = None;
+        for &i in which {
+            let t = &tables[i];
+            let Some(key) = t.integer_key().filter(|_| self.mode != StartupMode::SchemaOnly) else {
+                chunks.push(Chunk::whole(i));
+                continue;
+            };
+            if session.is_none() {
+                session = Some(self.dialect.session(None).await?);
+            }
+            let bounds = self.dialect.bounds(session.as_mut().expect("opened above"), t, key).await;
+            let bounds = match bounds {
+                Ok(b) => b,
+                Err(e) => {
+                    self.dialect.close(session.take().expect("opened above")).await;
+                    return Err(e);
+                }
+            };
+            let step = *steps.entry(t.name().to_string()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
+            chunks.extend(Chunk::split(i, bounds, step));
+        }
+        if let Some(session) = session {
+            self.dialect.close(session).await;
+        }
+        Ok(chunks)
     }
 }
 
@@ -133,6 +173,8 @@ struct Chunks<D: Dialect> {
     dialect: Arc<D>,
     tables: Arc<Vec<D::Table>>,
     chunks: Vec<Chunk>,
+    /// The chunks of the tables the log position does not know, all worker 0's.
+    late: Vec<Chunk>,
     readers: usize,
     /// The chunk width of each table, kept in every position.
     steps: BTreeMap<String, u64>,
@@ -162,10 +204,19 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
         let restored = position.is_some();
         let mut position = PositionOf::<D>::restore(position, D::KIND)?;
         let names = |t: usize| self.tables[t].name().to_string();
-        let (chunks, inside) = resume(&self.chunks, self.readers, worker, &position.chunk, names);
+        let (chunks, inside) = match (worker, self.late.is_empty(), position.chunk.late) {
+            // Late tables, read since a checkpoint.
+            (0, false, true) => resume(&self.late, 1, 0, &position.chunk, names),
+            // Late tables, from their start.
+            (0, false, false) => {
+                position.chunk = ChunkCursor { late: true, ..ChunkCursor::default() };
+                (self.late.iter().cloned().collect(), false)
+            }
+            _ => resume(&self.chunks, self.readers, worker, &position.chunk, names),
+        };
         let resumed = position.chunk.table.is_some() || position.chunk.done;
         if !inside && !position.chunk.done {
-            position.chunk = ChunkCursor::default();
+            position.chunk = ChunkCursor { late: position.chunk.late && !chunks.is_empty(), ..ChunkCursor::default() };
         }
         position.chunk.steps = self.steps.clone();
         let log_start = if worker == 0 { self.log_start.clone() } else { None };

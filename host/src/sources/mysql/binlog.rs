@@ -283,20 +283,30 @@ impl Follower {
                         let reason =
                             format!("the table was renamed to `{}.{}`, which Sluice does not follow", to.0, to.1);
                         changes.push(change(&self.tables[i], unsupported(reason)));
+                    } else if self.scope.covers(&to.0, &to.1) && !self.by_name.contains_key(&key(&to)) {
+                        // Its rows are not in the binlog from here: a restarted run reads them.
+                        return Err(new_table_found(&to, sql));
                     }
                 }
                 Ddl::Unreadable { table, reason } => {
                     let followed = self.by_name.get(&key(&table)).map(|&i| &self.tables[i]);
-                    if let Some(t) = followed {
-                        changes.push(change(t, unsupported(format!("the statement could not be read: {reason}"))));
-                    } else if self.scope.covers(&table.0, &table.1)
-                        && sql.trim_start().to_ascii_uppercase().starts_with("CREATE")
-                    {
-                        tracing::warn!(
-                            "`{}.{}` is created by a statement Sluice cannot read ({reason}): it is not followed",
-                            table.0,
-                            table.1
-                        );
+                    let creates = sql.trim_start().to_ascii_uppercase().starts_with("CREATE");
+                    match followed {
+                        // `CREATE TABLE … LIKE / AS SELECT` of a table followed already: it is
+                        // there (a restarted run found it, and read it).
+                        Some(_) if creates => {}
+                        Some(t) => {
+                            changes.push(change(t, unsupported(format!("the statement could not be read: {reason}"))))
+                        }
+                        None if creates && self.scope.covers(&table.0, &table.1) => {
+                            tracing::info!(
+                                "`{}.{}` is created by a statement Sluice reads as a new table ({reason})",
+                                table.0,
+                                table.1
+                            );
+                            return Err(new_table_found(&table, sql));
+                        }
+                        None => {}
                     }
                 }
             }
@@ -318,6 +328,16 @@ impl Follower {
         let at = BinlogPosition { file: self.file.clone(), pos: end, gtid: self.gtid() };
         self.tx.commit(&self.tables, at)
     }
+}
+
+/// A table the patterns cover appeared in the binlog without its rows (renamed into the patterns,
+/// or created from another table): the run restarts, and the restarted run reads it before it
+/// goes on with the binlog.
+fn new_table_found(table: &(String, String), sql: &str) -> anyhow::Error {
+    crate::runtime::Restartable::error(format!(
+        "`{}.{}` is new to the sync (`{sql}`): restarting to read its rows",
+        table.0, table.1
+    ))
 }
 
 #[async_trait]

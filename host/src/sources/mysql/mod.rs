@@ -132,7 +132,7 @@ impl MysqlSource {
         Ok(Arc::new(MysqlTables {
             pool,
             scope,
-            tables: Arc::new(tables),
+            tables: Arc::new(cdc::Found::new(tables)),
             chunk_size: self.chunk_size,
             mode,
             startup: self.scan.startup.clone(),
@@ -226,7 +226,7 @@ async fn discover(pool: &mysql_async::Pool, scope: &Scope) -> anyhow::Result<Vec
 struct MysqlTables {
     pool: mysql_async::Pool,
     scope: Arc<Scope>,
-    tables: Arc<Vec<Table>>,
+    tables: Arc<cdc::Found<Table>>,
     chunk_size: u64,
     /// `scan.startup.mode` (or `schema-only`).
     mode: StartupMode,
@@ -262,9 +262,10 @@ impl Source for MysqlTables {
                 Some(binlog::current(&mut conn).await?)
             }
         };
+        let tables = self.tables.for_run(discover(&self.pool, &self.scope)).await?;
         let run = Enumerator {
             dialect: Arc::new(self.dialect()),
-            tables: self.tables.clone(),
+            tables,
             mode: self.mode,
             chunk_size: self.chunk_size,
             log_start,
@@ -274,7 +275,8 @@ impl Source for MysqlTables {
     }
 
     fn describe(&self) -> String {
-        let names: Vec<&str> = self.tables.iter().map(|t| t.id.as_str()).collect();
+        let tables = self.tables.get();
+        let names: Vec<&str> = tables.iter().map(|t| t.id.as_str()).collect();
         format!("mysql {} of {}", self.mode, names.join(", "))
     }
 

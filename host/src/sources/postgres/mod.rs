@@ -175,7 +175,7 @@ impl PostgresSource {
         Ok(Arc::new(PostgresTables {
             server,
             scope,
-            tables: Arc::new(tables),
+            tables: Arc::new(cdc::Found::new(tables)),
             chunk_size: self.chunk_size,
             mode,
             slot: self.slot_name.clone(),
@@ -366,6 +366,7 @@ fn column(
         nullable,
         array,
         enumerated: typtype == "e",
+        attnum: None,
     }
 }
 
@@ -374,10 +375,11 @@ async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Res
     let rows = query(
         client,
         &format!(
-            "SELECT c.relname, a.attname, a.atttypid, a.atttypmod, a.attnotnull, c.relreplident \
+            "SELECT c.relname, a.attname, a.atttypid, a.atttypmod, a.attnotnull, c.relreplident, a.attnum \
              FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
              JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid \
              WHERE n.nspname = {schema} AND c.relkind = 'r' AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped \
+             AND a.attgenerated = '' \
              ORDER BY c.relname, a.attnum"
         ),
     )
@@ -415,7 +417,8 @@ async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Res
         let oid = text(&r[2]).parse().unwrap_or(0);
         let typmod = text(&r[3]).parse().unwrap_or(-1);
         let def = defs.last_mut().expect("pushed above");
-        def.columns.push(column(&text(&r[1]), oid, typmod, text(&r[4]) != "t", &types));
+        let attnum = text(&r[6]).parse().ok();
+        def.columns.push(PgColumn { attnum, ..column(&text(&r[1]), oid, typmod, text(&r[4]) != "t", &types) });
     }
     for k in &keys {
         if let Some(def) = defs.iter_mut().find(|d| d.name == text(&k[0])) {
@@ -429,7 +432,7 @@ async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Res
 struct PostgresTables {
     server: Arc<Endpoint>,
     scope: Arc<Scope>,
-    tables: Arc<Vec<Table>>,
+    tables: Arc<cdc::Found<Table>>,
     chunk_size: u64,
     /// `scan.startup.mode` (or `schema-only`).
     mode: StartupMode,
@@ -439,7 +442,7 @@ struct PostgresTables {
 
 impl PostgresTables {
     /// Creates the publication for the tables followed, or adds those it lacks.
-    async fn publication(&self, control: &tokio_postgres::Client) -> anyhow::Result<()> {
+    async fn publication(&self, control: &tokio_postgres::Client, tables: &[Table]) -> anyhow::Result<()> {
         let name = literal(&self.publication);
         let exists = !query(control, &format!("SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {name}"))
             .await?
@@ -455,8 +458,7 @@ impl PostgresTables {
         .into_iter()
         .filter_map(|r| r[0].clone())
         .collect();
-        let missing: Vec<String> =
-            self.tables.iter().filter(|t| !published.contains(&t.name)).map(Table::quoted).collect();
+        let missing: Vec<String> = tables.iter().filter(|t| !published.contains(&t.name)).map(Table::quoted).collect();
         let sql = match (exists, missing.is_empty()) {
             (_, true) => return Ok(()),
             (false, _) => format!("CREATE PUBLICATION {} FOR TABLE {}", ident(&self.publication), missing.join(", ")),
@@ -486,9 +488,16 @@ impl Source for PostgresTables {
         let streams = self.mode == StartupMode::Initial || self.mode == StartupMode::LatestOffset;
         let mut snapshot = None;
         let mut exported = None;
+        let tables = self
+            .tables
+            .for_run(async {
+                let control = self.server.connect().await?;
+                discover(&control, &self.scope).await
+            })
+            .await?;
         if streams {
             let control = self.server.connect().await?;
-            self.publication(&control).await?;
+            self.publication(&control, &tables).await?;
             let slot = query(
                 &control,
                 &format!(
@@ -548,7 +557,7 @@ impl Source for PostgresTables {
         }
         let run = Enumerator {
             dialect: Arc::new(self.dialect(exported)),
-            tables: self.tables.clone(),
+            tables,
             mode: self.mode,
             chunk_size: self.chunk_size,
             // The slot keeps where the stream stands: LSN 0 asks for its confirmed position.
@@ -559,7 +568,8 @@ impl Source for PostgresTables {
     }
 
     fn describe(&self) -> String {
-        let names: Vec<&str> = self.tables.iter().map(|t| t.id.as_str()).collect();
+        let tables = self.tables.get();
+        let names: Vec<&str> = tables.iter().map(|t| t.id.as_str()).collect();
         format!("postgres {} of {} (slot {})", self.mode, names.join(", "), self.slot)
     }
 
@@ -750,7 +760,8 @@ impl Dialect for Postgres {
         );
         let control = self.server.connect().await?;
         let confirm = self.stream.confirm.subscribe();
-        Ok(Follower::new(session, control, tables, self.scope.clone(), start, skip, confirm))
+        Ok(Follower::new(session, control, tables, self.scope.clone(), start, skip, confirm)
+            .publishing(&self.publication))
     }
 
     /// The checkpoint is committed in Doris: the slot may let go of what it holds.

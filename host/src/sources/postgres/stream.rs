@@ -5,8 +5,8 @@
 //! (an empty batch when nothing of it is left). The batches of one transaction are the same
 //! however often it is streamed, so a position inside one (`skip`) names the same rows after a
 //! restart. A relation message whose columns differ from what the source knows becomes a schema
-//! change (columns added, dropped or retyped; a rename reads as a drop and an add), a TRUNCATE a
-//! truncate. Between transactions a keepalive moves the position to the server's WAL end, so a
+//! change (columns added, dropped, renamed — a column under a new name that keeps an old one's
+//! `attnum` — or retyped), a TRUNCATE a truncate. Between transactions a keepalive moves the position to the server's WAL end, so a
 //! slot whose tables are quiet still lets go of WAL.
 
 use std::collections::HashMap;
@@ -20,6 +20,7 @@ use sluice_guest::batch::RowKind;
 use sluice_guest::types::DorisType;
 use tokio::sync::watch;
 
+use super::types::PgColumn;
 use super::{Table, TableDef, column, ident, literal, new_table, no_identity, type_names};
 use crate::runtime::{Alter, Event, Restartable, SchemaChange};
 use crate::sources::cdc::log::{Release, Transactions};
@@ -44,7 +45,14 @@ pub struct Follower {
     /// The LSN the position stands at: a keepalive moves it only forward (the server's first
     /// keepalives after a restart may report WAL before it, while it skips what was confirmed).
     last: u64,
+    /// When to look for tables created since the start (pgoutput says nothing of them).
+    discovery: tokio::time::Interval,
+    /// The publication new tables join.
+    publication: Option<String>,
 }
+
+/// How often the catalog is asked for tables created since the start.
+const DISCOVER_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The value rows written before a column was added hold in it, per column of `relation`:
 /// PostgreSQL keeps a non-volatile default of `ADD COLUMN` as the column's "missing value" rather
@@ -59,6 +67,24 @@ async fn missing_values(control: &tokio_postgres::Client, relation: u32) -> Hash
         Ok(rows) => rows.into_iter().filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.clone()?))).collect(),
         Err(e) => {
             tracing::warn!("the defaults of columns added to relation {relation} are unknown: {e:#}");
+            HashMap::new()
+        }
+    }
+}
+
+/// The number of each live column of `relation`, by name (empty where the catalog cannot say).
+async fn attnums(control: &tokio_postgres::Client, relation: u32) -> HashMap<String, i16> {
+    let sql = format!(
+        "SELECT attname, attnum FROM pg_catalog.pg_attribute WHERE attrelid = {relation} AND attnum > 0 AND NOT attisdropped"
+    );
+    match super::query(control, &sql).await {
+        Ok(rows) => {
+            rows.into_iter().filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.as_deref()?.parse().ok()?))).collect()
+        }
+        Err(e) => {
+            tracing::warn!(
+                "the columns of relation {relation} are unknown (a rename reads as a drop and an add): {e:#}"
+            );
             HashMap::new()
         }
     }
@@ -86,7 +112,74 @@ impl Follower {
             confirm,
             changed: false,
             last: start,
+            discovery: tokio::time::interval_at(tokio::time::Instant::now() + DISCOVER_EVERY, DISCOVER_EVERY),
+            publication: None,
         }
+    }
+
+    /// New tables the patterns cover join `publication`.
+    pub fn publishing(mut self, publication: &str) -> Follower {
+        self.publication = Some(publication.to_string());
+        self
+    }
+
+    /// Tables of the schema the patterns cover that this follower does not know: a table created
+    /// since the start joins the publication, and the run restarts to read its rows (those from
+    /// before it joined are not in the stream), then follows it.
+    async fn discover(&self) -> anyhow::Result<()> {
+        let Some(publication) = &self.publication else { return Ok(()) };
+        let ns = literal(&self.scope.namespace);
+        let sql = format!(
+            "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = {ns} AND c.relkind = 'r' AND NOT c.relispartition ORDER BY c.relname"
+        );
+        let rows = match super::query(&self.control, &sql).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!("looking for new tables: {e:#}");
+                return Ok(());
+            }
+        };
+        let new: Vec<String> = rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .filter(|name| self.scope.covers(&self.scope.namespace, name))
+            .filter(|name| !self.tables.iter().any(|t| t.namespace == self.scope.namespace && &t.name == name))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let quoted: Vec<String> =
+            new.iter().map(|n| format!("{}.{}", ident(&self.scope.namespace), ident(n))).collect();
+        let published: std::collections::HashSet<String> = super::query(
+            &self.control,
+            &format!(
+                "SELECT tablename FROM pg_catalog.pg_publication_tables WHERE pubname = {} AND schemaname = {ns}",
+                literal(publication)
+            ),
+        )
+        .await?
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect();
+        let missing: Vec<&String> =
+            new.iter().zip(&quoted).filter(|(n, _)| !published.contains(*n)).map(|(_, q)| q).collect();
+        if !missing.is_empty() {
+            let sql = format!(
+                "ALTER PUBLICATION {} ADD TABLE {}",
+                ident(publication),
+                missing.iter().map(|q| q.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            tracing::info!("{sql}");
+            super::query(&self.control, &sql).await.with_context(|| format!("publishing new tables: {sql}"))?;
+        }
+        let named: Vec<String> = new.iter().map(|n| format!("`{}.{n}`", self.scope.namespace)).collect();
+        Err(Restartable::error(format!(
+            "{} {} new to the sync: restarting to read {}",
+            named.join(", "),
+            if quoted.len() == 1 { "is" } else { "are" },
+            if quoted.len() == 1 { "its rows" } else { "their rows" }
+        )))
     }
 
     async fn message(&mut self, message: LogicalReplicationMessage) -> anyhow::Result<()> {
@@ -107,12 +200,21 @@ impl Follower {
                 let Some(index) = index else { return Ok(()) };
                 let types = type_names(&self.control, columns.iter().map(|c| c.type_id)).await?;
                 let old = &self.tables[index];
+                let added = columns.iter().any(|c| !old.columns.iter().any(|k| k.name == *c.name));
+                let (missing, attnums) = match added {
+                    true => {
+                        (missing_values(&self.control, relation_id).await, attnums(&self.control, relation_id).await)
+                    }
+                    false => (HashMap::new(), HashMap::new()),
+                };
                 let new_columns: Vec<_> = columns
                     .iter()
                     .map(|c| {
                         // Nullability is not in the message: a known column keeps its own.
                         let known = old.columns.iter().find(|k| k.name == *c.name);
-                        column(&c.name, c.type_id, c.type_modifier, known.is_none_or(|k| k.nullable), &types)
+                        let attnum = known.map_or_else(|| attnums.get(&*c.name).copied(), |k| k.attnum);
+                        let nullable = known.is_none_or(|k| k.nullable);
+                        PgColumn { attnum, ..column(&c.name, c.type_id, c.type_modifier, nullable, &types) }
                     })
                     .collect();
                 let mut def = old.def();
@@ -120,14 +222,24 @@ impl Follower {
                 if def.columns == new_columns && def.replica_identity == old.replica_identity() {
                     return Ok(());
                 }
-                let added = new_columns.iter().any(|c| !old.columns.iter().any(|k| k.name == c.name));
-                let missing = match added {
-                    true => missing_values(&self.control, relation_id).await,
-                    false => HashMap::new(),
-                };
                 let mut alter = Vec::new();
                 for c in &new_columns {
-                    match old.columns.iter().find(|k| k.name == c.name) {
+                    // A column under a new name that keeps an old column's number was renamed.
+                    let renamed = old.columns.iter().find(|k| {
+                        k.attnum.is_some()
+                            && k.attnum == c.attnum
+                            && k.name != c.name
+                            && !new_columns.iter().any(|n| n.name == k.name)
+                    });
+                    match old.columns.iter().find(|k| k.name == c.name).or(renamed) {
+                        Some(k) if k.name != c.name => {
+                            alter.push(Alter::RenameColumn { from: k.name.clone(), to: c.name.clone() });
+                            if k.type_name != c.type_name || k.typmod != c.typmod || k.array != c.array {
+                                let from =
+                                    k.doris_type().map(|t| t.to_string()).unwrap_or_else(|_| k.type_name.clone());
+                                alter.push(Alter::ModifyColumn { name: c.name.clone(), from });
+                            }
+                        }
                         None => {
                             // The rows from before the column hold its default: Doris fills them with it.
                             let default =
@@ -142,7 +254,8 @@ impl Follower {
                     }
                 }
                 for k in &old.columns {
-                    if !new_columns.iter().any(|c| c.name == k.name) {
+                    let renamed = |c: &PgColumn| k.attnum.is_some() && c.attnum == k.attnum;
+                    if !new_columns.iter().any(|c| c.name == k.name || renamed(c)) {
                         alter.push(Alter::DropColumn { name: k.name.clone() });
                     }
                 }
@@ -364,6 +477,10 @@ impl LogFollower for Follower {
                         let lsn = *self.confirm.borrow_and_update();
                         self.client.update_applied_lsn(Lsn(lsn));
                     }
+                    continue;
+                }
+                _ = self.discovery.tick(), if !self.in_transaction => {
+                    self.discover().await?;
                     continue;
                 }
             };

@@ -21,6 +21,10 @@ pub struct PgColumn {
     /// `typtype = 'e'`: a user's enum.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub enumerated: bool,
+    /// `attnum`, where the catalog was asked: a renamed column keeps it, which is how a rename
+    /// is told from a drop and an add (pgoutput's relation message names columns only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attnum: Option<i16>,
 }
 
 impl crate::sources::cdc::Column for PgColumn {
@@ -222,6 +226,7 @@ mod tests {
             nullable: true,
             array: type_name.starts_with('_'),
             enumerated: type_name == "mood",
+            attnum: None,
         }
     }
 
