@@ -25,6 +25,23 @@ impl MariaDb {
 
     /// A server with the binlog on (ROW format) or off.
     pub fn start_with(binlog: bool) -> MariaDb {
+        MariaDb::start_as(binlog, 1, &[])
+    }
+
+    /// A replica of `primary` (server_id 2, writing what it replicates to its own binlog), which
+    /// replicates everything `primary` wrote by its GTIDs.
+    pub fn replica_of(primary_port: u16) -> MariaDb {
+        let replica = MariaDb::start_as(true, 2, &["--log-slave-updates"]);
+        replica.sql(&format!(
+            "SET GLOBAL gtid_slave_pos = ''; CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {}, \
+             MASTER_USER = 'root', MASTER_PASSWORD = '', MASTER_USE_GTID = slave_pos; START SLAVE",
+            primary_port
+        ));
+        replica
+    }
+
+    /// A server with the binlog on or off, as `server_id`, with `extra` options.
+    pub fn start_as(binlog: bool, server_id: u32, extra: &[&str]) -> MariaDb {
         let dir = tempfile::tempdir().unwrap();
         let data: PathBuf = dir.path().join("data");
         // Its own temp dir too: servers bootstrapping at once in one /tmp can take each other's
@@ -51,7 +68,9 @@ impl MariaDb {
             .arg(format!("--pid-file={}", p("pid")))
             .arg(format!("--log-error={}", p("error.log")))
             .args(binlog.then(|| format!("--log-bin={}", p("binlog"))))
-            .args(["--user=root", "--binlog-format=ROW", "--server-id=1", "--character-set-server=utf8mb4"])
+            .args(["--user=root", "--binlog-format=ROW", "--character-set-server=utf8mb4"])
+            .arg(format!("--server-id={server_id}"))
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -1140,4 +1159,80 @@ async fn tables_renamed_in_created_like_or_newly_matched_are_read_then_followed(
     let (report, _) = task.await.unwrap();
     report.unwrap_or_else(|e| panic!("{e:#}"));
     assert!(doris.open_txns().is_empty(), "{:?}", doris.open_txns());
+}
+
+/// A sync resumed against another server. After a failover to a MariaDB replica (its binlog
+/// holds the primary's transactions under their GTIDs) it goes on from the GTIDs its position
+/// kept: every change once, in a table without a key (DUPLICATE in Doris) too. Against a server
+/// that never had those transactions it stops, naming the servers and how to start over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_resumed_against_another_server_goes_on_by_gtid_or_says_whose_state_it_is() {
+    let primary = tokio::task::spawn_blocking(|| MariaDb::start_as(true, 1, &[])).await.unwrap();
+    primary.sql(
+        "CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY, v INT); CREATE TABLE app.events (id INT, v INT); \
+         INSERT INTO app.t VALUES (1, 1), (2, 2); INSERT INTO app.events VALUES (1, 1), (2, 2)",
+    );
+    let port = primary.port;
+    let replica = tokio::task::spawn_blocking(move || MariaDb::replica_of(port)).await.unwrap();
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = |port: u16| {
+        format!(
+            "[pipeline]\nname = \"failover\"\ncheckpoint_interval = \"300ms\"\n\n\
+             [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {port}\nserver_id = 7021\n\n\
+             [doris]\nfenodes = {}\n\n\
+             [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"initial\"\n\n\
+             [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\ntable_properties.replication_num = \"1\"\n",
+            doris.fenodes()
+        )
+    };
+    const T: (&str, &str) = ("SELECT id, v FROM app.t ORDER BY id", "SELECT id, v FROM ods.t ORDER BY id");
+    const EVENTS: (&str, &str) =
+        ("SELECT id, v FROM app.events ORDER BY id, v", "SELECT id, v FROM ods.events ORDER BY id, v");
+    let path = pipeline_file(dir.path(), &text(primary.port));
+    let (stop, task) = spawn_run(&path);
+    primary.sql("INSERT INTO app.t VALUES (3, 3); INSERT INTO app.events VALUES (3, 3)");
+    for (source, target) in [T, EVENTS] {
+        converges(&primary, &doris, source, target).await.unwrap();
+    }
+    stop.send(true).unwrap();
+    task.await.unwrap().0.unwrap_or_else(|e| panic!("{e:#}"));
+
+    // Down: one more change on the primary, which reaches the replica; then the primary goes.
+    primary.sql("INSERT INTO app.t VALUES (4, 4); INSERT INTO app.events VALUES (4, 4)");
+    for _ in 0..600 {
+        if replica.sql(EVENTS.0).len() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(replica.sql(EVENTS.0), primary.sql(EVENTS.0), "the replica caught up");
+    drop(primary);
+    replica.sql(
+        "STOP SLAVE; INSERT INTO app.t VALUES (5, 5); UPDATE app.t SET v = 10 WHERE id = 1; \
+         INSERT INTO app.events VALUES (5, 5)",
+    );
+    let path = pipeline_file(dir.path(), &text(replica.port));
+    let (stop, task) = spawn_run(&path);
+    for (source, target) in [T, EVENTS] {
+        converges(&replica, &doris, source, target).await.unwrap();
+    }
+    replica.sql("INSERT INTO app.events VALUES (6, 6)");
+    converges(&replica, &doris, EVENTS.0, EVENTS.1).await.unwrap();
+    stop.send(true).unwrap();
+    task.await.unwrap().0.unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(doris.sql("SELECT count(*) FROM ods.events"), ["6"]);
+
+    // A server that never had the replica's transactions.
+    let other = tokio::task::spawn_blocking(|| MariaDb::start_as(true, 3, &[])).await.unwrap();
+    other.sql(
+        "CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY, v INT); CREATE TABLE app.events (id INT, v INT)",
+    );
+    let path = pipeline_file(dir.path(), &text(other.port));
+    let (_stop, task) = spawn_run(&path);
+    let (report, _) = task.await.unwrap();
+    let e = format!("{:#}", report.unwrap_err());
+    assert!(e.contains("server_id 3") && e.contains("server_id 2"), "{e}");
+    assert!(e.contains("start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`"), "{e}");
 }

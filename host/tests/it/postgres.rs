@@ -528,3 +528,49 @@ async fn tables_created_while_following_or_newly_matched_are_read_then_followed(
     let (code, log) = run.stop().await;
     assert_eq!(code, Some(0), "{log}");
 }
+
+/// A sync whose slot went away while it was down, or resumed against another PostgreSQL server,
+/// stops and says so (a new slot would start from now, and the changes in between would be lost
+/// without a word), naming the slot, the servers and how to start over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_slot_or_another_server_stops_the_resumed_sync_naming_them() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 1)");
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline_file(dir.path(), &pipeline(&pg, &doris, "moved", "scan.startup.mode = \"initial\""));
+    let mut run = Background::start(&path);
+    run.until(60, "the stream", |r| r.log().contains("following replication slot `moved`")).await;
+    pg.sql("INSERT INTO t VALUES (2, 2)");
+    converges(&pg, &doris, "SELECT * FROM t ORDER BY id", "SELECT * FROM ods.t ORDER BY id").await.unwrap();
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+
+    let fails = |path: std::path::PathBuf| async move {
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_sluice")).arg("run").arg(&path).output().unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Another server: its own system identifier.
+    let other = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    other.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)");
+    let moved = pipeline_file(dir.path(), &pipeline(&other, &doris, "moved", "scan.startup.mode = \"initial\""));
+    let e = fails(moved).await;
+    let system = |pg: &Postgres| pg.sql("SELECT system_identifier FROM pg_control_system()")[0].clone();
+    assert!(e.contains("read through replication slot `moved` of another PostgreSQL server"), "{e}");
+    assert!(e.contains(&format!("system {}", system(&pg))) && e.contains(&format!("system {}", system(&other))), "{e}");
+    assert!(e.contains("start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`"), "{e}");
+
+    // The same server, its slot dropped while the sync was down.
+    pg.sql("INSERT INTO t VALUES (3, 3); SELECT pg_drop_replication_slot('moved')");
+    let path = pipeline_file(dir.path(), &pipeline(&pg, &doris, "moved", "scan.startup.mode = \"initial\""));
+    let e = fails(path).await;
+    assert!(e.contains("replication slot `moved` is gone from"), "{e}");
+    assert!(e.contains("start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`"), "{e}");
+    assert!(pg.sql("SELECT slot_name FROM pg_replication_slots").is_empty(), "no slot is made in its place");
+}

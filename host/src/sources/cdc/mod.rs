@@ -283,6 +283,9 @@ pub(crate) trait LogState:
     fn skip(&self) -> u64;
     /// A transaction ended at `at`.
     fn advance(&mut self, at: Self::At);
+    /// The same place, named as another server's log names it (the batches already returned of
+    /// the transaction after it stay returned).
+    fn relocate(&mut self, at: Self::At);
     /// One more batch of the open transaction was returned.
     fn step(&mut self);
 }
@@ -356,6 +359,18 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     async fn on_checkpoint_complete(&self, _positions: &[serde_json::Value]) -> anyhow::Result<()> {
         Ok(())
     }
+    /// Which server the log is read from, in words that tell it from another (kept in worker 0's
+    /// position: a run resumed against another server is caught).
+    async fn server(&self) -> anyhow::Result<String>;
+    /// The position was taken on server `kept` (described as [`Dialect::server`] does), and the
+    /// server now is `found`: where its log goes on from `at` (by GTIDs, where the server has
+    /// them), or why it cannot, which names both and says how to start over.
+    async fn elsewhere(
+        &self,
+        kept: &str,
+        found: &str,
+        at: <Self::Log as LogState>::At,
+    ) -> anyhow::Result<<Self::Log as LogState>::At>;
 }
 
 /// The Doris type of a source column of `n` characters. Doris sizes VARCHAR in bytes: room for

@@ -38,11 +38,14 @@ pub(crate) struct CdcPosition<L, D> {
     /// the log position (the rows after it are read with these).
     #[serde(default = "Option::default", skip_serializing_if = "Option::is_none")]
     pub tables: Option<Vec<D>>,
+    /// Worker 0: the server the log position is of ([`Dialect::server`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 impl<L: Default, D> Default for CdcPosition<L, D> {
     fn default() -> Self {
-        CdcPosition { chunk: ChunkCursor::default(), log: L::default(), tables: None }
+        CdcPosition { chunk: ChunkCursor::default(), log: L::default(), tables: None, server: None }
     }
 }
 
@@ -79,7 +82,19 @@ impl<D: Dialect> Enumerator<D> {
         let gate = (self.mode == StartupMode::Initial && positions.len() > 1).then(|| watch::channel(snapshot_done).0);
         // The chunk widths of a snapshot under way stay as it began.
         let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
-        let kept = positions.first().and_then(Option::as_ref).and_then(|p| p.tables.as_deref());
+        // The server the log is read from, and where its log goes on when the position is of
+        // another one.
+        let first = positions.first().and_then(Option::as_ref);
+        let follows = self.log_start.is_some() || first.is_some_and(|p| p.log.at().is_some());
+        let server = if follows { Some(self.dialect.server().await?) } else { None };
+        let mut relocated = None;
+        if let (Some(p), Some(found)) = (first, &server)
+            && let (Some(kept), Some(at)) = (&p.server, p.log.at())
+            && kept != found
+        {
+            relocated = Some(self.dialect.elsewhere(kept, found, at).await?);
+        }
+        let kept = first.and_then(|p| p.tables.as_deref());
         let tables = Arc::new(as_of_position(&*self.dialect, kept, &self.tables)?);
         let (mut chunks, mut late) = (Vec::new(), Vec::new());
         if !self.mode.log_only() && !snapshot_done {
@@ -101,6 +116,8 @@ impl<D: Dialect> Enumerator<D> {
             tables,
             chunks,
             late,
+            server,
+            relocated,
             readers: positions.len(),
             steps,
             log_start: self.log_start,
@@ -175,6 +192,10 @@ struct Chunks<D: Dialect> {
     chunks: Vec<Chunk>,
     /// The chunks of the tables the log position does not know, all worker 0's.
     late: Vec<Chunk>,
+    /// The server the log is read from, and worker 0's log position as its log names it when
+    /// the restored one is of another server.
+    server: Option<String>,
+    relocated: Option<At<D>>,
     readers: usize,
     /// The chunk width of each table, kept in every position.
     steps: BTreeMap<String, u64>,
@@ -222,6 +243,10 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
         let log_start = if worker == 0 { self.log_start.clone() } else { None };
         if worker == 0 {
             position.log.begin(log_start.clone());
+            if let Some(at) = self.relocated.clone() {
+                position.log.relocate(at);
+            }
+            position.server = self.server.clone();
             // The tables as of the log position, kept from the start of a run that follows the
             // log: a restart replays the log, and reads the chunks left, with these.
             if position.tables.is_none() && (log_start.is_some() || position.log.at().is_some()) {
@@ -230,6 +255,7 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
         } else {
             position.log = D::Log::default();
             position.tables = None;
+            position.server = None;
         }
         Ok(Box::new(Reader::<D> {
             dialect: self.dialect.clone(),

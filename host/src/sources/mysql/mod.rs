@@ -340,6 +340,10 @@ impl LogState for BinlogState {
         self.binlog_skip = 0;
     }
 
+    fn relocate(&mut self, at: BinlogPosition) {
+        self.binlog = Some(at);
+    }
+
     fn step(&mut self) {
         self.binlog_skip += 1;
     }
@@ -354,6 +358,67 @@ impl Dialect for Mysql {
     type Follower = Follower;
 
     const KIND: &'static str = "mysql";
+
+    /// `server_id`, the binlog's base name and (MySQL) `server_uuid`: a replica, a new instance
+    /// or a server in another data dir differ in one of them.
+    async fn server(&self) -> anyhow::Result<String> {
+        let mut conn = self.pool.get_conn().await.map_err(Restartable::caused_by)?;
+        let (id, base): (u64, Option<String>) = conn
+            .query_first("SELECT @@server_id, @@log_bin_basename")
+            .await
+            .map_err(Restartable::caused_by)?
+            .unwrap_or_default();
+        // MariaDB has no server_uuid.
+        let uuid: Option<String> = conn.query_first("SELECT @@server_uuid").await.ok().flatten();
+        let mut text = format!("server_id {id}, binlog {}", base.unwrap_or_else(|| "off".into()));
+        if let Some(uuid) = uuid {
+            text.push_str(&format!(", server_uuid {uuid}"));
+        }
+        Ok(text)
+    }
+
+    /// MariaDB's GTIDs name a transaction on every server of a replication group: a failover
+    /// replica (or a server restored with its binlog) whose binlog has the transactions the
+    /// position read goes on from them. A binlog file and offset belong to one server only.
+    async fn elsewhere(&self, kept: &str, found: &str, at: BinlogPosition) -> anyhow::Result<BinlogPosition> {
+        let start_over = "start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir` (or point the source back at that server)";
+        let Some(gtids) = at.gtid.clone().filter(|g| !g.is_empty() && !g.contains(':')) else {
+            anyhow::bail!(
+                "the sync's state was read from another MySQL server ({kept}, binlog at {}); this one is {found}, and {}: {start_over}",
+                at.describe(),
+                match at.gtid {
+                    Some(_) => "Sluice goes on from another server's log by MariaDB GTIDs only",
+                    None => "the position has no GTIDs to find its place in this server's binlog",
+                }
+            );
+        };
+        let mut conn = self.pool.get_conn().await.map_err(Restartable::caused_by)?;
+        let state: Option<String> =
+            conn.query_first("SELECT @@GLOBAL.gtid_binlog_state").await.map_err(Restartable::caused_by)?;
+        let state = state.unwrap_or_default();
+        // `domain-server-seq`: this server's binlog has the transaction when it has one at least
+        // as late from the same server in the same domain.
+        let parse = |g: &str| -> Option<(u32, u32, u64)> {
+            let mut p = g.trim().splitn(3, '-');
+            Some((p.next()?.parse().ok()?, p.next()?.parse().ok()?, p.next()?.parse().ok()?))
+        };
+        let has = |g: &str| {
+            parse(g).is_some_and(|(d, s, n)| {
+                state.split(',').filter_map(&parse).any(|(d2, s2, n2)| d2 == d && s2 == s && n2 >= n)
+            })
+        };
+        if let Some(missing) = gtids.split(',').find(|g| !has(g)) {
+            anyhow::bail!(
+                "the sync's state was read from another MySQL server ({kept}, up to GTIDs {gtids}); this one is {found}, whose binlog never had transaction {missing}: {start_over}",
+                missing = missing.trim()
+            );
+        }
+        tracing::warn!(
+            "the binlog position {} was read from another server ({kept}); this one is {found} and has its transactions: going on from GTIDs {gtids}",
+            at.describe()
+        );
+        Ok(BinlogPosition { file: String::new(), pos: 4, gtid: Some(gtids) })
+    }
 
     fn quote(&self, name: &str) -> String {
         quote(name)

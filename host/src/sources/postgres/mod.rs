@@ -428,6 +428,15 @@ async fn discover(client: &tokio_postgres::Client, scope: &Scope) -> anyhow::Res
     defs.into_iter().map(new_table).collect()
 }
 
+/// [`Dialect::server`] of the server `control` is connected to.
+async fn server_identity(control: &tokio_postgres::Client) -> anyhow::Result<String> {
+    let rows = query(control, "SELECT system_identifier::text, current_database() FROM pg_catalog.pg_control_system()")
+        .await?;
+    let row = rows.first().context("pg_control_system() returned no row")?;
+    let text = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+    Ok(format!("system {}, database {}", text(0), text(1)))
+}
+
 /// A PostgreSQL source, built.
 struct PostgresTables {
     server: Arc<Endpoint>,
@@ -544,6 +553,24 @@ impl Source for PostgresTables {
                     tracing::info!("created replication slot `{}` (snapshot {snapshot:?})", self.slot);
                     exported = Some(session);
                 }
+                // A restored run whose slot is gone: the changes since its position are gone with
+                // it (a new slot would start from now).
+                None if !fresh => {
+                    let first = positions.first().and_then(Option::as_ref);
+                    let dialect = self.dialect(None);
+                    if let Some((kept, at)) = first.and_then(|p| p.server.clone().zip(p.log.at())) {
+                        let found = server_identity(&control).await?;
+                        if kept != found {
+                            dialect.elsewhere(&kept, &found, at).await?;
+                        }
+                    }
+                    anyhow::bail!(
+                        "replication slot `{}` is gone from {}: the changes since the sync's last checkpoint{} went with it; start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`",
+                        self.slot,
+                        self.server.describe(),
+                        first.and_then(|p| p.log.at()).map(|at| format!(" (LSN {})", Lsn(at))).unwrap_or_default()
+                    );
+                }
                 None => {
                     query(
                         &control,
@@ -629,6 +656,10 @@ impl LogState for LsnState {
         self.skip = 0;
     }
 
+    fn relocate(&mut self, at: u64) {
+        self.lsn = Some(Lsn(at));
+    }
+
     fn step(&mut self) {
         self.skip += 1;
     }
@@ -675,6 +706,23 @@ impl Dialect for Postgres {
     type Follower = Follower;
 
     const KIND: &'static str = "postgres";
+
+    /// The cluster's system identifier (from `initdb`; a physical replica shares it) and the
+    /// database: a logical slot lives in one database of one server.
+    async fn server(&self) -> anyhow::Result<String> {
+        server_identity(&self.server.connect().await?).await
+    }
+
+    /// A logical slot does not move to another server (not to a physical replica either, before
+    /// PostgreSQL 17's failover slots).
+    async fn elsewhere(&self, kept: &str, found: &str, at: u64) -> anyhow::Result<u64> {
+        anyhow::bail!(
+            "the sync's state was read through replication slot `{}` of another PostgreSQL server ({kept}, at LSN {}); {} is {found}, where that slot's changes cannot be read: start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir` (or point the source back at that server)",
+            self.slot,
+            Lsn(at),
+            self.server.describe()
+        )
+    }
 
     fn quote(&self, name: &str) -> String {
         ident(name)
