@@ -574,3 +574,45 @@ async fn a_lost_slot_or_another_server_stops_the_resumed_sync_naming_them() {
     assert!(e.contains("start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`"), "{e}");
     assert!(pg.sql("SELECT slot_name FROM pg_replication_slots").is_empty(), "no slot is made in its place");
 }
+
+/// A column dropped under the snapshot before its table's turn: the reader stops, naming the
+/// table and what to do, and a restart is not tried (it would read the table in a newer shape
+/// than the stream replays).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_dropped_before_its_tables_snapshot_stops_the_reader_naming_it() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql(
+        "CREATE TABLE a (id INT PRIMARY KEY, v INT); INSERT INTO a VALUES (1, 1), (2, 2); \
+         CREATE TABLE b (id INT PRIMARY KEY, gone INT, v INT); INSERT INTO b VALUES (1, 1, 1)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"under\"\n\n[connections.pg]\ntype = \"postgres\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"postgres\"\n\n\
+         [[source]]\ntype = \"postgres\"\nconnection = \"pg\"\ndatabase = \"postgres\"\nslot_name = \"under\"\nscan.startup.mode = \"snapshot\"\n\n\
+         [[sink]]\ntype = \"blackhole\"\n",
+        pg.port
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+    let mut splits = prepared.source.component.enumerator(&[None]).await.unwrap();
+    let mut reader = splits.reader(0, None).await.unwrap();
+    // Table a's schema, then its rows: the snapshot transaction has read a, not b.
+    let mut tables = Vec::new();
+    while !tables.iter().any(|t: &String| t == "public.a") {
+        if let Some(sluice::runtime::Event::Data { table, .. }) = reader.next().await.unwrap() {
+            tables.push(table.to_string());
+        }
+    }
+    pg.sql("ALTER TABLE b DROP COLUMN gone");
+    let e = loop {
+        match reader.next().await {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the snapshot ended without table b"),
+            Err(e) => break e,
+        }
+    };
+    let text = format!("{e:#}");
+    assert!(text.starts_with("reading `public.b`: "), "{text}");
+    assert!(text.contains("a column of the table was dropped or renamed while the snapshot was read"), "{text}");
+    assert!(!sluice::runtime::is_restartable(&e), "{text}");
+}

@@ -265,7 +265,15 @@ fn pg_error(e: &tokio_postgres::Error) -> String {
 
 /// The rows of `sql` (simple protocol, text values).
 async fn query(client: &tokio_postgres::Client, sql: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
-    let messages = client.simple_query(sql).await.map_err(|e| anyhow::anyhow!("{}", pg_error(&e)))?;
+    query_typed(client, sql).await.map_err(|e| anyhow::anyhow!("{}", pg_error(&e)))
+}
+
+/// [`query`], with the server's error as it is (its SQLSTATE).
+async fn query_typed(
+    client: &tokio_postgres::Client,
+    sql: &str,
+) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
+    let messages = client.simple_query(sql).await?;
     Ok(messages
         .into_iter()
         .filter_map(|m| match m {
@@ -759,7 +767,17 @@ impl Dialect for Postgres {
         t: &Table,
         sql: &str,
     ) -> anyhow::Result<Vec<Vec<Option<String>>>> {
-        let rows = query(session, sql).await.map_err(|e| Restartable::error(format!("reading `{}`: {e}", t.id)))?;
+        let rows = query_typed(session, sql).await.map_err(|e| match e.code() {
+            // A column dropped or renamed under the snapshot, before its table was read: the
+            // snapshot cannot be read as the tables were announced, and a restart would read
+            // the table in a newer shape than the stream replays.
+            Some(code) if *code == tokio_postgres::error::SqlState::UNDEFINED_COLUMN => anyhow::anyhow!(
+                "reading `{}`: {}: a column of the table was dropped or renamed while the snapshot was read, which Sluice cannot finish; change columns before a sync's snapshot or after it (once the log says `following replication slot`), and start this one again: a new state dir, a new slot, and the table dropped in Doris",
+                t.id,
+                pg_error(&e)
+            ),
+            _ => Restartable::error(format!("reading `{}`: {}", t.id, pg_error(&e))),
+        })?;
         rows.iter()
             .map(|row| {
                 let values: Vec<Option<&str>> = row.iter().map(Option::as_deref).collect();
