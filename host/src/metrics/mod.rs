@@ -22,6 +22,29 @@ pub struct Metric {
     /// Labels beside `pipeline`, e.g. `[("table", "dim.dim_city")]`.
     pub labels: Vec<(&'static str, String)>,
     pub value: u64,
+    pub kind: MetricKind,
+}
+
+/// What a component's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricKind {
+    /// A count that only grows.
+    #[default]
+    Counter,
+    /// A value that goes up and down.
+    Gauge,
+    /// A gauge kept in milliseconds and shown in seconds (a name ending in `_seconds`).
+    Milliseconds,
+}
+
+impl Metric {
+    pub fn counter(name: &'static str, help: &'static str, labels: Vec<(&'static str, String)>, value: u64) -> Metric {
+        Metric { name, help, labels, value, kind: MetricKind::Counter }
+    }
+
+    pub fn gauge(name: &'static str, help: &'static str, labels: Vec<(&'static str, String)>, value: u64) -> Metric {
+        Metric { name, help, labels, value, kind: MetricKind::Gauge }
+    }
 }
 
 /// A component's counters.
@@ -202,6 +225,28 @@ impl Stats {
     }
 
     /// Every component's counters.
+    /// What the sources say of how far they are (CDC sources: the lag behind the server's log,
+    /// and each table's snapshot), one object per source, as `sluice serve`'s API shows it.
+    pub fn sources(&self) -> Vec<serde_json::Value> {
+        let mut by_source: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+        for m in self.component_metrics() {
+            let label = |k: &str| m.labels.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+            let Some(source) = label("source") else { continue };
+            let entry = by_source
+                .entry(source.clone())
+                .or_insert_with(|| serde_json::json!({ "source": source, "tables": serde_json::Map::new() }));
+            match (m.name, label("table")) {
+                ("source_lag_seconds", _) => entry["lag_seconds"] = serde_json::json!(m.value as f64 / 1000.0),
+                ("source_lag_bytes", _) => entry["lag_bytes"] = serde_json::json!(m.value),
+                (name, Some(table)) if name.starts_with("snapshot_") => {
+                    entry["tables"][&table][name.trim_start_matches("snapshot_")] = serde_json::json!(m.value)
+                }
+                _ => {}
+            }
+        }
+        by_source.into_values().collect()
+    }
+
     pub fn component_metrics(&self) -> Vec<Metric> {
         let components = self.components.lock().unwrap_or_else(|p| p.into_inner()).clone();
         components.iter().flat_map(|c| c.metrics()).collect()
@@ -291,6 +336,7 @@ type Series = (Vec<(String, String)>, SeriesValue);
 enum SeriesValue {
     Counter(u64),
     Gauge(i64),
+    GaugeSeconds(f64),
     Seconds(f64),
     Histogram(Histogram),
 }
@@ -307,7 +353,7 @@ impl Collector for Pipelines {
             let mut put = |name: &str, help: &'static str, extra: &[(&'static str, String)], v: SeriesValue| {
                 let ty = match v {
                     SeriesValue::Counter(_) | SeriesValue::Seconds(_) => MetricType::Counter,
-                    SeriesValue::Gauge(_) => MetricType::Gauge,
+                    SeriesValue::Gauge(_) | SeriesValue::GaugeSeconds(_) => MetricType::Gauge,
                     SeriesValue::Histogram(_) => MetricType::Histogram,
                 };
                 let mut labels = r.labels.clone();
@@ -341,7 +387,12 @@ impl Collector for Pipelines {
                 put(name, help, &[], SeriesValue::Histogram(h.clone()));
             }
             for m in s.component_metrics() {
-                put(m.name, m.help, &m.labels, SeriesValue::Counter(m.value));
+                let v = match m.kind {
+                    MetricKind::Counter => SeriesValue::Counter(m.value),
+                    MetricKind::Gauge => SeriesValue::Gauge(m.value as i64),
+                    MetricKind::Milliseconds => SeriesValue::GaugeSeconds(m.value as f64 / 1000.0),
+                };
+                put(m.name, m.help, &m.labels, v);
             }
             if let Some(v) = s.last_verified() {
                 let at = SeriesValue::Gauge((v.at_ms / 1000) as i64);
@@ -387,6 +438,7 @@ impl Collector for Pipelines {
                 match v {
                     SeriesValue::Counter(c) => ConstCounter::new(*c).encode(e)?,
                     SeriesValue::Gauge(g) => ConstGauge::new(*g).encode(e)?,
+                    SeriesValue::GaugeSeconds(g) => ConstGauge::new(*g).encode(e)?,
                     SeriesValue::Seconds(c) => ConstCounter::new(*c).encode(e)?,
                     SeriesValue::Histogram(h) => h.encode(e)?,
                 }
@@ -406,13 +458,24 @@ pub fn metrics_text(stats: &Arc<Stats>, pipeline: &str) -> String {
 /// A status line: rows through the pipeline, the last checkpoint and commits.
 pub fn status_line(stats: &Stats, checkpoint: u64, since: std::time::Instant) {
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    // The sources that follow a log: how far behind it they read.
+    let lag: Vec<String> = stats
+        .sources()
+        .iter()
+        .filter_map(|s| {
+            let seconds = s.get("lag_seconds")?.as_f64()?;
+            let bytes = s.get("lag_bytes").and_then(|b| b.as_u64()).unwrap_or(0);
+            Some(format!(" | {} behind its log {seconds:.1}s ({bytes} bytes)", s["source"].as_str().unwrap_or("?")))
+        })
+        .collect();
     tracing::info!(
-        "rows read {} → transformed {} → written {} | checkpoint {checkpoint} ({:.1}s ago) | loads committed {}",
+        "rows read {} → transformed {} → written {} | checkpoint {checkpoint} ({:.1}s ago) | loads committed {}{}",
         g(&stats.rows_read),
         g(&stats.rows_transformed),
         g(&stats.rows_written),
         since.elapsed().as_secs_f64(),
-        g(&stats.txns_committed)
+        g(&stats.txns_committed),
+        lag.concat()
     );
 }
 
@@ -475,7 +538,13 @@ mod tests {
     struct Fixed;
     impl MetricSource for Fixed {
         fn metrics(&self) -> Vec<Metric> {
-            vec![Metric { name: "lookup_hits", help: "Hits.", labels: vec![("table", "dim.c".into())], value: 7 }]
+            vec![
+                Metric::counter("lookup_hits", "Hits.", vec![("table", "dim.c".into())], 7),
+                Metric {
+                    kind: MetricKind::Milliseconds,
+                    ..Metric::gauge("source_lag_seconds", "Lag.", vec![("source", "s".into())], 1500)
+                },
+            ]
         }
     }
 
@@ -493,6 +562,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE sluice_checkpoint_duration_seconds histogram\n"), "{text}");
+        assert!(
+            text.contains(
+                "# TYPE sluice_source_lag_seconds gauge\nsluice_source_lag_seconds{pipeline=\"p\",source=\"s\"} 1.5\n"
+            ),
+            "{text}"
+        );
         assert_eq!(stats.component_value("lookup_hits"), 7);
     }
 }

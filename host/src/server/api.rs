@@ -200,6 +200,7 @@ fn detail(m: &Managed) -> Value {
     d["rows_transformed"] = json!(g(&st.rows_transformed));
     d["checkpoints"] = json!(st.history());
     d["verify"] = json!(st.last_verified());
+    d["sources"] = json!(st.sources());
     d["restarts"] = json!(g(&st.restarts));
     d["failures_in_a_row"] = json!(s.failures);
     let loads = st.loads();

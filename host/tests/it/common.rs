@@ -189,6 +189,29 @@ pub async fn verify(path: &std::path::Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// The pipeline `text` (written in `dir`), prepared, and worker 0's reader of a fresh run of its
+/// source (one worker), for tests that read a source event by event.
+pub async fn first_reader(
+    dir: &std::path::Path,
+    text: &str,
+) -> (sluice::runtime::Prepared, Box<dyn sluice::runtime::SourceReader>) {
+    let path = pipeline_file(dir, text);
+    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
+    let mut splits = prepared.source.component.enumerator(&[None]).await.unwrap();
+    let reader = splits.reader(0, None).await.unwrap();
+    (prepared, reader)
+}
+
+/// Read from `reader` until `rows` rows came (in data events).
+pub async fn read_rows_of(reader: &mut Box<dyn sluice::runtime::SourceReader>, rows: usize) {
+    let mut seen = 0;
+    while seen < rows {
+        if let Some(sluice::runtime::Event::Data { batch, .. }) = reader.next().await.unwrap() {
+            seen += batch.data.num_rows();
+        }
+    }
+}
+
 /// Write `text` as `pipeline.toml` in `dir`.
 pub fn pipeline_file(dir: &std::path::Path, text: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();

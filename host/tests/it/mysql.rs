@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use serde_json::json;
 use sluice::runtime::{self, RunOptions};
 use tokio::sync::watch;
 
@@ -1235,4 +1236,51 @@ async fn a_sync_resumed_against_another_server_goes_on_by_gtid_or_says_whose_sta
     let e = format!("{:#}", report.unwrap_err());
     assert!(e.contains("server_id 3") && e.contains("server_id 2"), "{e}");
     assert!(e.contains("start over with `scan.startup.mode = \"initial\"` and a new `pipeline.state_dir`"), "{e}");
+}
+
+/// How far a MySQL source is: each table's snapshot (rows read, the server's estimate, chunks
+/// planned and read), then how far behind the binlog it reads — the age of the last change
+/// read while more may follow, 0 (and 0 bytes) once the server says its binlog ends there — in
+/// `/metrics` and in what `sluice serve`'s API shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshots_progress_and_the_lag_behind_the_binlog_are_shown() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql("CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY, v INT); INSERT INTO app.t VALUES (1, 1), (2, 2), (3, 3)");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"progress\"\n\n[connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [[source]]\nname = \"app_db\"\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nchunk_size = 2\n\n\
+         [[sink]]\ntype = \"blackhole\"\n",
+        maria.port
+    );
+    let (prepared, mut reader) = crate::common::first_reader(dir.path(), &text).await;
+    crate::common::read_rows_of(&mut reader, 3).await;
+    let source = || prepared.stats.sources().into_iter().next().expect("the source's progress");
+    let t = source()["tables"]["app.t"].clone();
+    assert_eq!((&t["rows_read"], &t["chunks"], &t["chunks_read"]), (&json!(3), &json!(2), &json!(2)), "{t}");
+    assert!(t["rows_estimated"].as_u64().is_some(), "{t}");
+    assert_eq!(source()["source"], "app_db");
+
+    // A change written 2.5 s before it is read: until the server says its binlog ends there,
+    // the lag is the change's age.
+    maria.sql("INSERT INTO app.t VALUES (4, 4)");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    crate::common::read_rows_of(&mut reader, 1).await;
+    let lag = source()["lag_seconds"].as_f64().unwrap();
+    assert!(lag >= 2.0, "{}", source());
+    let metrics = sluice::metrics::metrics_text(&prepared.stats, "progress");
+    assert!(metrics.contains("# TYPE sluice_source_lag_seconds gauge\n"), "{metrics}");
+    assert!(
+        metrics
+            .contains("sluice_snapshot_rows_read_total{pipeline=\"progress\",source=\"app_db\",table=\"app.t\"} 3\n"),
+        "{metrics}"
+    );
+    // The server's binlog ends where it was read (asked every 5 s): no lag.
+    for _ in 0..150 {
+        if source()["lag_seconds"] == json!(0.0) && source()["lag_bytes"] == json!(0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("still behind: {}", source());
 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use serde_json::json;
+
 use crate::common::{Background, Doris, pipeline_file, verify};
 
 const BIN: &str = "/usr/lib/postgresql/15/bin";
@@ -592,10 +594,7 @@ async fn a_column_dropped_before_its_tables_snapshot_stops_the_reader_naming_it(
          [[sink]]\ntype = \"blackhole\"\n",
         pg.port
     );
-    let path = pipeline_file(dir.path(), &text);
-    let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
-    let mut splits = prepared.source.component.enumerator(&[None]).await.unwrap();
-    let mut reader = splits.reader(0, None).await.unwrap();
+    let (_prepared, mut reader) = crate::common::first_reader(dir.path(), &text).await;
     // Table a's schema, then its rows: the snapshot transaction has read a, not b.
     let mut tables = Vec::new();
     while !tables.iter().any(|t: &String| t == "public.a") {
@@ -615,4 +614,35 @@ async fn a_column_dropped_before_its_tables_snapshot_stops_the_reader_naming_it(
     assert!(text.starts_with("reading `public.b`: "), "{text}");
     assert!(text.contains("a column of the table was dropped or renamed while the snapshot was read"), "{text}");
     assert!(!sluice::runtime::is_restartable(&e), "{text}");
+}
+
+/// How far a PostgreSQL source is: each table's snapshot, then the lag behind the slot's WAL —
+/// the age of the last transaction read while the server's WAL goes on past it, 0 (and 0 bytes)
+/// once its messages say the WAL ends there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshots_progress_and_the_lag_behind_the_wal_are_shown() {
+    let pg = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    pg.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 1), (2, 2), (3, 3); ANALYZE t");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"progress\"\n\n[connections.pg]\ntype = \"postgres\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"postgres\"\n\n\
+         [[source]]\nname = \"pg_db\"\ntype = \"postgres\"\nconnection = \"pg\"\ndatabase = \"postgres\"\nslot_name = \"progress\"\nchunk_size = 2\n\n\
+         [[sink]]\ntype = \"blackhole\"\n",
+        pg.port
+    );
+    let (prepared, mut reader) = crate::common::first_reader(dir.path(), &text).await;
+    crate::common::read_rows_of(&mut reader, 3).await;
+    let source = || prepared.stats.sources().into_iter().next().expect("the source's progress");
+    let t = source()["tables"]["public.t"].clone();
+    assert_eq!(
+        (&t["rows_read"], &t["chunks"], &t["chunks_read"], &t["rows_estimated"]),
+        (&json!(3), &json!(2), &json!(2), &json!(3)),
+        "{t}"
+    );
+    assert_eq!(source()["source"], "pg_db");
+    pg.sql("INSERT INTO t VALUES (4, 4)");
+    crate::common::read_rows_of(&mut reader, 1).await;
+    // Read to the end of the WAL the server sent: no lag, in time or in bytes.
+    let s = source();
+    assert!(s["lag_seconds"].as_f64().is_some_and(|l| l < 1.0) && s["lag_bytes"].as_u64().is_some(), "{s}");
 }

@@ -410,25 +410,22 @@ impl MetricSource for DorisSinkMetrics {
             .loads
             .values()
             .into_iter()
-            .map(|(name, value)| Metric {
-                name,
-                help: "Doris sink (Flink connector metric name).",
-                labels: labels.clone(),
-                value,
+            .map(|(name, value)| {
+                Metric::counter(name, "Doris sink (Flink connector metric name).", labels.clone(), value)
             })
             .collect();
-        out.push(Metric {
-            name: "load_retries",
-            help: "Batch-mode loads tried again under their label.",
-            labels: labels.clone(),
-            value: self.loads.load_retries.load(Ordering::Relaxed),
-        });
-        out.push(Metric {
-            name: "commit_retries",
-            help: "Commits tried again after a failure.",
+        out.push(Metric::counter(
+            "load_retries",
+            "Batch-mode loads tried again under their label.",
+            labels.clone(),
+            self.loads.load_retries.load(Ordering::Relaxed),
+        ));
+        out.push(Metric::counter(
+            "commit_retries",
+            "Commits tried again after a failure.",
             labels,
-            value: self.commit_retries.load(Ordering::Relaxed),
-        });
+            self.commit_retries.load(Ordering::Relaxed),
+        ));
         out
     }
 

@@ -13,6 +13,7 @@
 mod chunks;
 pub(crate) mod log;
 pub(crate) mod mirror;
+pub(crate) mod progress;
 pub(crate) mod snapshot;
 
 use std::fmt::Debug;
@@ -359,6 +360,12 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     async fn on_checkpoint_complete(&self, _positions: &[serde_json::Value]) -> anyhow::Result<()> {
         Ok(())
     }
+    /// Where the run says how far it is.
+    fn progress(&self) -> &progress::Progress;
+    /// The server's estimate of the rows of `t` (its statistics), if it has one.
+    async fn estimated_rows(&self, _session: &mut Self::Session, _t: &Self::Table) -> Option<u64> {
+        None
+    }
     /// Which server the log is read from, in words that tell it from another (kept in worker 0's
     /// position: a run resumed against another server is caught).
     async fn server(&self) -> anyhow::Result<String>;
@@ -401,6 +408,8 @@ pub(crate) struct Opening<'a> {
     pub scope: std::sync::Arc<Scope>,
     /// `scan.startup.mode`, or `schema-only`.
     pub mode: crate::sources::StartupMode,
+    /// Where the source's runs say how far they are (registered with the pipeline's metrics).
+    pub progress: std::sync::Arc<progress::Progress>,
 }
 
 /// A CDC source type's options and their `SourceConfig`, written once: the keys every CDC source
@@ -482,7 +491,7 @@ macro_rules! cdc_source {
 
             async fn build(
                 &self,
-                _name: &str,
+                name: &str,
                 ctx: &crate::pipeline::BuildContext<'_>,
             ) -> anyhow::Result<std::sync::Arc<dyn crate::runtime::Source>> {
                 let server = self.server(ctx.pipeline).map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
@@ -493,7 +502,9 @@ macro_rules! cdc_source {
                     .map_err(|(_, m)| anyhow::anyhow!(m))?;
                 let mode = self.scan.startup.mode.unless_schema_only(self.schema_only);
                 let scope = std::sync::Arc::new(scope);
-                self.open(crate::sources::cdc::Opening { server, password, scope, mode }).await
+                let progress = std::sync::Arc::new(crate::sources::cdc::progress::Progress::new(name));
+                ctx.stats.register(progress.clone());
+                self.open(crate::sources::cdc::Opening { server, password, scope, mode, progress }).await
             }
         }
     };

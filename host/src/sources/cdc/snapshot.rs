@@ -140,15 +140,21 @@ impl<D: Dialect> Enumerator<D> {
         let mut session = None;
         for &i in which {
             let t = &tables[i];
-            let Some(key) = t.integer_key().filter(|_| self.mode != StartupMode::SchemaOnly) else {
+            if self.mode == StartupMode::SchemaOnly {
                 chunks.push(Chunk::whole(i));
                 continue;
-            };
+            }
             if session.is_none() {
                 session = Some(self.dialect.session(None).await?);
             }
-            let bounds = self.dialect.bounds(session.as_mut().expect("opened above"), t, key).await;
-            let bounds = match bounds {
+            let open = session.as_mut().expect("opened above");
+            let estimated = self.dialect.estimated_rows(open, t).await;
+            let Some(key) = t.integer_key() else {
+                chunks.push(Chunk::whole(i));
+                self.dialect.progress().planned(t.id().as_str(), 1, estimated);
+                continue;
+            };
+            let bounds = match self.dialect.bounds(open, t, key).await {
                 Ok(b) => b,
                 Err(e) => {
                     self.dialect.close(session.take().expect("opened above")).await;
@@ -156,7 +162,9 @@ impl<D: Dialect> Enumerator<D> {
                 }
             };
             let step = *steps.entry(t.name().to_string()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
-            chunks.extend(Chunk::split(i, bounds, step));
+            let split = Chunk::split(i, bounds, step);
+            self.dialect.progress().planned(t.id().as_str(), split.len() as u64, estimated);
+            chunks.extend(split);
         }
         if let Some(session) = session {
             self.dialect.close(session).await;
@@ -349,6 +357,7 @@ impl<D: Dialect> Reader<D> {
             let at = self.position.log.at().or_else(|| self.log_start.clone());
             let Some(at) = at else { return Ok(None) };
             let follower = self.dialect.follow(at, self.position.log.skip(), tables).await?;
+            self.dialect.progress().following();
             self.follower = Some(follower);
         }
         let follower = self.follower.as_mut().expect("opened above");
@@ -397,6 +406,8 @@ impl<D: Dialect> SourceReader for Reader<D> {
         let last_key = key.and_then(|k| rows.last()?[k].as_deref()?.parse::<i64>().ok());
         let names = |i: usize| tables[i].name().to_string();
         self.position.chunk.advance(&mut self.chunks, rows.len() as u64, PAGE_ROWS, last_key, names);
+        let chunk_done = (rows.len() as u64) < PAGE_ROWS;
+        self.dialect.progress().read(t.id().as_str(), rows.len() as u64, chunk_done);
         Ok(Some(Event::data(t.id(), batch)))
     }
 

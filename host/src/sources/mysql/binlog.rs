@@ -17,6 +17,7 @@ use super::ddl::{self, Ddl, Shape};
 use super::{Table, TableDef, new_table};
 use crate::runtime::{Alter, Event, Restartable, SchemaChange};
 use crate::sources::cdc::log::{Release, Transactions};
+use crate::sources::cdc::progress::Progress;
 use crate::sources::cdc::{LogFollower, Scope};
 
 /// A binlog position: the file and the offset of the next event to read, and the GTIDs read up
@@ -84,6 +85,20 @@ pub struct Follower {
     checksums: bool,
     /// Where the stream was opened (a purged binlog is found on the first read).
     opened: BinlogPosition,
+    /// How far it is, and the position read as the probe of the server's binlog end sees it.
+    progress: Option<Arc<Progress>>,
+    read_at: Arc<std::sync::Mutex<(String, u64)>>,
+    _probe: Option<crate::runtime::AbortOnDrop<()>>,
+}
+
+/// How often the server is asked where its binlog ends.
+const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Bytes of the binlog files `logs` (`SHOW BINARY LOGS`: name and size, oldest first) after
+/// offset `pos` of `file`; none when `file` is not among them.
+fn bytes_after(logs: &[(String, u64)], file: &str, pos: u64) -> Option<u64> {
+    let at = logs.iter().position(|(name, _)| name == file)?;
+    Some(logs[at].1.saturating_sub(pos) + logs[at + 1..].iter().map(|(_, size)| size).sum::<u64>())
 }
 
 impl Follower {
@@ -155,7 +170,40 @@ impl Follower {
             skipping: false,
             checksums,
             opened: at.clone(),
+            progress: None,
+            read_at: Arc::new(std::sync::Mutex::new((at.file.clone(), at.pos))),
+            _probe: None,
         })
+    }
+
+    /// Say how far it is in `progress`: the time of each change read, and (asking `pool` every
+    /// few seconds where the server's binlog ends) the bytes after the position read.
+    pub fn reporting(mut self, progress: Arc<Progress>, pool: mysql_async::Pool) -> Follower {
+        let (read_at, p) = (self.read_at.clone(), progress.clone());
+        let probe = tokio::spawn(async move {
+            use mysql_async::prelude::Queryable;
+            let mut ticks = tokio::time::interval(PROBE_EVERY);
+            loop {
+                ticks.tick().await;
+                let logs: Result<Vec<(String, u64)>, _> = async {
+                    let mut conn = pool.get_conn().await?;
+                    let rows: Vec<mysql_async::Row> = conn.query("SHOW BINARY LOGS").await?;
+                    Ok::<_, mysql_async::Error>(
+                        rows.iter().filter_map(|r| Some((r.get::<String, _>(0)?, r.get::<u64, _>(1)?))).collect(),
+                    )
+                }
+                .await;
+                let (file, pos) = read_at.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                match logs.map(|logs| bytes_after(&logs, &file, pos)) {
+                    Ok(Some(bytes)) => p.behind(bytes),
+                    Ok(None) => {}
+                    Err(e) => tracing::debug!("asking where the binlog ends: {e}"),
+                }
+            }
+        });
+        self.progress = Some(progress);
+        self._probe = Some(crate::runtime::AbortOnDrop(probe));
+        self
     }
 
     fn gtid(&self) -> Option<String> {
@@ -325,6 +373,7 @@ impl Follower {
     /// The transaction is committed: its rows become batches (one per run of a table), handed out
     /// before anything after it.
     fn commit(&mut self, end: u64) -> anyhow::Result<()> {
+        *self.read_at.lock().unwrap_or_else(|e| e.into_inner()) = (self.file.clone(), end);
         let at = BinlogPosition { file: self.file.clone(), pos: end, gtid: self.gtid() };
         self.tx.commit(&self.tables, at)
     }
@@ -364,6 +413,11 @@ impl LogFollower for Follower {
             })?;
             let end = u64::from(event.header().log_pos());
             self.skipping = self.skip_before.is_some_and(|t| event.header().timestamp() < t);
+            if let Some(p) = &self.progress
+                && end != 0
+            {
+                p.event(u64::from(event.header().timestamp()) * 1000);
+            }
             if event.header().event_type_raw() == MARIADB_GTID_EVENT {
                 // seq_no (u64), domain_id (u32), flags: the server id is the header's.
                 let data = event.data();
@@ -567,6 +621,14 @@ fn value_text(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bytes_behind_count_the_rest_of_the_file_read_and_every_later_one() {
+        let logs = [("b.000001".to_string(), 500), ("b.000002".to_string(), 300), ("b.000003".to_string(), 40)];
+        assert_eq!(super::bytes_after(&logs, "b.000002", 100), Some(240));
+        assert_eq!(super::bytes_after(&logs, "b.000003", 40), Some(0));
+        assert_eq!(super::bytes_after(&logs, "b.000009", 4), None);
+    }
+
     #[test]
     fn enum_and_set_labels_are_read_from_the_column_type() {
         assert_eq!(super::labels("enum('small','large')"), ["small", "large"]);

@@ -115,7 +115,7 @@ impl MysqlSource {
     }
 
     async fn open(&self, opening: cdc::Opening<'_>) -> anyhow::Result<Arc<dyn Source>> {
-        let cdc::Opening { server, password, scope, mode } = opening;
+        let cdc::Opening { server, password, scope, mode, progress } = opening;
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(server.host.clone())
             .tcp_port(server.port.unwrap_or(3306))
@@ -133,6 +133,7 @@ impl MysqlSource {
             pool,
             scope,
             tables: Arc::new(cdc::Found::new(tables)),
+            progress,
             chunk_size: self.chunk_size,
             mode,
             startup: self.scan.startup.clone(),
@@ -227,6 +228,7 @@ struct MysqlTables {
     pool: mysql_async::Pool,
     scope: Arc<Scope>,
     tables: Arc<cdc::Found<Table>>,
+    progress: Arc<cdc::progress::Progress>,
     chunk_size: u64,
     /// `scan.startup.mode` (or `schema-only`).
     mode: StartupMode,
@@ -290,6 +292,7 @@ impl MysqlTables {
         Mysql {
             pool: self.pool.clone(),
             scope: self.scope.clone(),
+            progress: self.progress.clone(),
             server_id: self.server_id,
             skip_before: self.startup.timestamp_millis.map(|t| (t / 1000).clamp(0, i64::from(u32::MAX)) as u32),
         }
@@ -300,6 +303,7 @@ impl MysqlTables {
 struct Mysql {
     pool: mysql_async::Pool,
     scope: Arc<Scope>,
+    progress: Arc<cdc::progress::Progress>,
     server_id: u32,
     /// `timestamp` mode: the binlog from this time (Unix seconds).
     skip_before: Option<u32>,
@@ -469,6 +473,16 @@ impl Dialect for Mysql {
             .map_err(|e| anyhow::anyhow!("reading `{}`: {e}", t.id))
     }
 
+    fn progress(&self) -> &cdc::progress::Progress {
+        &self.progress
+    }
+
+    /// `information_schema.TABLES.TABLE_ROWS` (InnoDB's estimate).
+    async fn estimated_rows(&self, conn: &mut mysql_async::Conn, t: &Table) -> Option<u64> {
+        let sql = "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?";
+        conn.exec_first::<Option<u64>, _, _>(sql, (&t.namespace, &t.name)).await.ok().flatten().flatten()
+    }
+
     async fn bounds(&self, conn: &mut mysql_async::Conn, t: &Table, key: &str) -> anyhow::Result<Option<(i64, i64)>> {
         let sql = format!("SELECT MIN({0}), MAX({0}) FROM {1}", quote(key), t.quoted());
         let bounds: Option<(Option<String>, Option<String>)> = conn.query_first(sql).await?;
@@ -487,7 +501,8 @@ impl Dialect for Mysql {
     async fn follow(&self, at: BinlogPosition, skip: u64, tables: Vec<Table>) -> anyhow::Result<Follower> {
         tracing::info!("following the binlog from {}", at.describe());
         let scope = self.scope.clone();
-        Follower::open(&self.pool, self.server_id, &at, skip, tables, scope, self.skip_before).await
+        let follower = Follower::open(&self.pool, self.server_id, &at, skip, tables, scope, self.skip_before).await?;
+        Ok(follower.reporting(self.progress.clone(), self.pool.clone()))
     }
 }
 

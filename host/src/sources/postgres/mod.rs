@@ -142,7 +142,7 @@ impl PostgresSource {
     }
 
     async fn open(&self, opening: cdc::Opening<'_>) -> anyhow::Result<Arc<dyn Source>> {
-        let cdc::Opening { server, password, scope, mode } = opening;
+        let cdc::Opening { server, password, scope, mode, progress } = opening;
         let server = Arc::new(Endpoint {
             host: server.host.clone(),
             port: server.port.unwrap_or(5432),
@@ -176,6 +176,7 @@ impl PostgresSource {
             server,
             scope,
             tables: Arc::new(cdc::Found::new(tables)),
+            progress,
             chunk_size: self.chunk_size,
             mode,
             slot: self.slot_name.clone(),
@@ -450,6 +451,7 @@ struct PostgresTables {
     server: Arc<Endpoint>,
     scope: Arc<Scope>,
     tables: Arc<cdc::Found<Table>>,
+    progress: Arc<cdc::progress::Progress>,
     chunk_size: u64,
     /// `scan.startup.mode` (or `schema-only`).
     mode: StartupMode,
@@ -622,6 +624,7 @@ impl PostgresTables {
             slot: self.slot.clone(),
             publication: self.publication.clone(),
             stream: Stream { exported: Mutex::new(exported), confirm: watch::channel(0).0 },
+            progress: self.progress.clone(),
         }
     }
 }
@@ -633,6 +636,7 @@ struct Postgres {
     slot: String,
     publication: String,
     stream: Stream,
+    progress: Arc<cdc::progress::Progress>,
 }
 
 /// Worker 0's place in the slot's stream, as its position keeps it.
@@ -786,6 +790,18 @@ impl Dialect for Postgres {
             .collect()
     }
 
+    fn progress(&self) -> &cdc::progress::Progress {
+        &self.progress
+    }
+
+    /// `pg_class.reltuples` (the planner's estimate; -1 before the table was first analysed).
+    async fn estimated_rows(&self, session: &mut tokio_postgres::Client, t: &Table) -> Option<u64> {
+        let sql =
+            format!("SELECT reltuples::bigint FROM pg_catalog.pg_class WHERE oid = {}::regclass", literal(&t.quoted()));
+        let rows = query(session, &sql).await.ok()?;
+        rows.first()?.first()?.as_deref()?.parse::<i64>().ok().filter(|n| *n >= 0).map(|n| n as u64)
+    }
+
     async fn bounds(
         &self,
         session: &mut tokio_postgres::Client,
@@ -827,7 +843,8 @@ impl Dialect for Postgres {
         let control = self.server.connect().await?;
         let confirm = self.stream.confirm.subscribe();
         Ok(Follower::new(session, control, tables, self.scope.clone(), start, skip, confirm)
-            .publishing(&self.publication))
+            .publishing(&self.publication)
+            .reporting(self.progress.clone()))
     }
 
     /// The checkpoint is committed in Doris: the slot may let go of what it holds.

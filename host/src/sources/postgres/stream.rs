@@ -24,6 +24,7 @@ use super::types::PgColumn;
 use super::{Table, TableDef, column, ident, literal, new_table, no_identity, type_names};
 use crate::runtime::{Alter, Event, Restartable, SchemaChange};
 use crate::sources::cdc::log::{Release, Transactions};
+use crate::sources::cdc::progress::Progress;
 use crate::sources::cdc::{self, LogFollower, Scope};
 
 pub struct Follower {
@@ -49,7 +50,13 @@ pub struct Follower {
     discovery: tokio::time::Interval,
     /// The publication new tables join.
     publication: Option<String>,
+    progress: Option<Arc<Progress>>,
+    /// The end of the server's WAL, as its last message said.
+    server_end: u64,
 }
+
+/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 
 /// How often the catalog is asked for tables created since the start.
 const DISCOVER_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
@@ -114,6 +121,22 @@ impl Follower {
             last: start,
             discovery: tokio::time::interval_at(tokio::time::Instant::now() + DISCOVER_EVERY, DISCOVER_EVERY),
             publication: None,
+            progress: None,
+            server_end: 0,
+        }
+    }
+
+    /// Say how far it is in `progress`: the commit time of each transaction read, and the WAL
+    /// after the position read as the server's messages say where its WAL ends.
+    pub fn reporting(mut self, progress: Arc<Progress>) -> Follower {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// The position read is `at`: the server's WAL after it is behind.
+    fn report_behind(&self, at: u64) {
+        if let Some(p) = &self.progress {
+            p.behind(self.server_end.saturating_sub(at));
         }
     }
 
@@ -488,12 +511,20 @@ impl LogFollower for Follower {
             match event {
                 None => return Err(Restartable::error("the PostgreSQL server ended the replication stream")),
                 Some(ReplicationEvent::Begin { .. }) => self.in_transaction = true,
-                Some(ReplicationEvent::Commit { end_lsn, .. }) => {
+                Some(ReplicationEvent::Commit { end_lsn, commit_time_micros, .. }) => {
                     self.in_transaction = false;
                     self.tx.commit(&self.tables, end_lsn.0)?;
                     self.last = end_lsn.0;
+                    if let Some(p) = &self.progress {
+                        p.event(((commit_time_micros + PG_EPOCH_MICROS) / 1000).max(0) as u64);
+                    }
+                    self.report_behind(end_lsn.0);
                 }
                 Some(ReplicationEvent::KeepAlive { wal_end, .. }) => {
+                    self.server_end = self.server_end.max(wal_end.0);
+                    if !self.in_transaction && self.tx.is_empty() {
+                        self.report_behind(self.last.max(wal_end.0));
+                    }
                     // Nothing is ready (it was all handed out before this was read): an empty
                     // batch carries the position on.
                     if !self.in_transaction && self.tx.is_empty() && wal_end.0 > self.last {
@@ -501,7 +532,8 @@ impl LogFollower for Follower {
                         self.tx.commit(&self.tables, wal_end.0)?;
                     }
                 }
-                Some(ReplicationEvent::XLogData { data, .. }) => {
+                Some(ReplicationEvent::XLogData { data, wal_end, .. }) => {
+                    self.server_end = self.server_end.max(wal_end.0);
                     let message = self
                         .parser
                         .parse_wal_message(&data)

@@ -246,11 +246,8 @@ impl crate::metrics::MetricSource for TableMetrics {
         self.metrics
             .values()
             .into_iter()
-            .map(|(name, help, value)| crate::metrics::Metric {
-                name,
-                help,
-                labels: vec![("table", self.table.clone())],
-                value,
+            .map(|(name, help, value)| {
+                crate::metrics::Metric::counter(name, help, vec![("table", self.table.clone())], value)
             })
             .collect()
     }
