@@ -220,7 +220,10 @@ impl SourceConfig for KafkaSource {
             (None, Some(p)) => Topics::Pattern(regex::Regex::new(&format!("^(?:{p})$"))?),
             (None, None) => anyhow::bail!("source.topics: give `topics` or `topic_pattern`"),
         };
+        let lag = Arc::new(ConsumerLag { source: name.to_string(), partitions: Default::default() });
+        ctx.stats.register(lag.clone());
         Ok(Arc::new(KafkaTopics {
+            lag,
             config,
             servers: server.bootstrap_servers.join(","),
             topics,
@@ -250,6 +253,7 @@ enum Topics {
 }
 
 struct KafkaTopics {
+    lag: Arc<ConsumerLag>,
     config: ClientConfig,
     servers: String,
     topics: Topics,
@@ -258,6 +262,71 @@ struct KafkaTopics {
     schema: SchemaRef,
     format: Arc<Format>,
     table: Option<String>,
+}
+
+/// How far behind each partition's end the source reads: the next offset read and the partition's
+/// high watermark, asked every few seconds.
+struct ConsumerLag {
+    source: String,
+    /// `topic:partition` → (next offset to read, high watermark).
+    partitions: std::sync::Mutex<BTreeMap<String, (i64, i64)>>,
+}
+
+/// How often the partitions' ends are asked for.
+const WATERMARKS_EVERY: Duration = Duration::from_secs(5);
+
+impl ConsumerLag {
+    fn read(&self, moved: &[(String, i64)]) {
+        let mut partitions = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
+        for (k, next) in moved {
+            partitions.entry(k.clone()).or_insert((0, 0)).0 = *next;
+        }
+    }
+
+    /// Ask `consumer` for the high watermarks of `partitions` every few seconds, until dropped.
+    fn probe(
+        self: &Arc<Self>,
+        consumer: Arc<BaseConsumer>,
+        partitions: Vec<(String, i32)>,
+    ) -> crate::runtime::AbortOnDrop<()> {
+        let lag = self.clone();
+        crate::runtime::AbortOnDrop(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(WATERMARKS_EVERY);
+            loop {
+                ticks.tick().await;
+                let (consumer, partitions) = (consumer.clone(), partitions.clone());
+                let highs = blocking(move || {
+                    Ok(partitions
+                        .iter()
+                        .filter_map(|(t, p)| Some((key(t, *p), consumer.fetch_watermarks(t, *p, TIMEOUT).ok()?.1)))
+                        .collect::<Vec<_>>())
+                })
+                .await;
+                let Ok(highs) = highs else { continue };
+                let mut known = lag.partitions.lock().unwrap_or_else(|e| e.into_inner());
+                for (k, high) in highs {
+                    known.entry(k).or_insert((0, 0)).1 = high;
+                }
+            }
+        }))
+    }
+}
+
+impl crate::metrics::MetricSource for ConsumerLag {
+    fn metrics(&self) -> Vec<crate::metrics::Metric> {
+        let partitions = self.partitions.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        partitions
+            .into_iter()
+            .map(|(k, (next, high))| {
+                crate::metrics::Metric::gauge(
+                    "source_lag_messages",
+                    "Messages of the partition after the next one read (its high watermark, asked every 5 s).",
+                    vec![("source", self.source.clone()), ("partition", k)],
+                    (high - next).max(0) as u64,
+                )
+            })
+            .collect()
+    }
 }
 
 /// A partition as a position names it: `topic:partition`.
@@ -369,7 +438,10 @@ impl Source for KafkaTopics {
             partitions.iter().filter(|(t, p)| !offsets.contains_key(&key(t, *p))).cloned().collect();
         let starts = self.start_offsets(consumer.clone(), fresh).await?;
         offsets.extend(starts);
+        self.lag.read(&offsets.iter().map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>());
         Ok(Box::new(Partitions {
+            _probe: self.lag.probe(consumer.clone(), partitions.clone()),
+            lag: self.lag.clone(),
             config: self.config.clone(),
             consumer,
             partitions,
@@ -390,6 +462,8 @@ impl Source for KafkaTopics {
 }
 
 struct Partitions {
+    lag: Arc<ConsumerLag>,
+    _probe: crate::runtime::AbortOnDrop<()>,
     config: ClientConfig,
     /// For committing offsets to the group.
     consumer: Arc<BaseConsumer>,
@@ -450,6 +524,7 @@ impl SplitEnumerator for Partitions {
             consumer.assign(&list).context("assigning the partitions")?;
         }
         Ok(Box::new(KafkaReader {
+            lag: self.lag.clone(),
             consumer: if mine.is_empty() { None } else { Some(consumer) },
             position,
             schema: self.schema.clone(),
@@ -471,6 +546,7 @@ struct Owned {
 }
 
 struct KafkaReader {
+    lag: Arc<ConsumerLag>,
     /// None: this worker has no partition.
     consumer: Option<StreamConsumer>,
     position: OffsetsPosition,
@@ -547,6 +623,7 @@ fn csv_row(builder: &mut BatchBuilder, delimiter: u8, value: &[u8]) -> Result<()
 impl SourceReader for KafkaReader {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         if let Some((event, moved)) = self.ready.pop_front() {
+            self.lag.read(&moved);
             self.position.offsets.extend(moved);
             return Ok(Some(event));
         }
@@ -589,6 +666,7 @@ impl SourceReader for KafkaReader {
             start = end;
         }
         let (event, moved) = self.ready.pop_front().expect("one batch at least");
+        self.lag.read(&moved);
         self.position.offsets.extend(moved);
         Ok(Some(event))
     }
@@ -604,6 +682,7 @@ mod tests {
 
     fn reader(format: Format, columns: &str) -> KafkaReader {
         KafkaReader {
+            lag: Arc::new(ConsumerLag { source: "kafka".into(), partitions: Default::default() }),
             consumer: None,
             position: OffsetsPosition::default(),
             schema: arrow_schema(&parse_columns(columns).unwrap()),
@@ -611,6 +690,17 @@ mod tests {
             table: None,
             ready: VecDeque::new(),
         }
+    }
+
+    #[test]
+    fn lag_is_the_messages_after_the_next_one_read() {
+        let lag = ConsumerLag { source: "events".into(), partitions: Default::default() };
+        lag.read(&[("t:0".into(), 7), ("t:1".into(), 3)]);
+        lag.partitions.lock().unwrap().get_mut("t:0").unwrap().1 = 10;
+        let shown: Vec<(String, u64)> =
+            crate::metrics::MetricSource::metrics(&lag).into_iter().map(|m| (m.labels[1].1.clone(), m.value)).collect();
+        // t:1's end is not known yet (0): no lag is shown rather than a negative one.
+        assert_eq!(shown, [("t:0".to_string(), 3), ("t:1".to_string(), 0)]);
     }
 
     fn message(offset: i64, value: &str) -> Owned {

@@ -189,17 +189,22 @@ pub async fn verify(path: &std::path::Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// The pipeline `text` (written in `dir`), prepared, and worker 0's reader of a fresh run of its
-/// source (one worker), for tests that read a source event by event.
-pub async fn first_reader(
-    dir: &std::path::Path,
-    text: &str,
-) -> (sluice::runtime::Prepared, Box<dyn sluice::runtime::SourceReader>) {
+/// A fresh run of a pipeline's source with one worker, for tests that read it event by event:
+/// the pipeline, the run's enumerator (what it runs beside the readers lives as long) and worker
+/// 0's reader.
+pub struct FirstReader {
+    pub prepared: sluice::runtime::Prepared,
+    pub splits: Box<dyn sluice::runtime::SplitEnumerator>,
+    pub reader: Box<dyn sluice::runtime::SourceReader>,
+}
+
+/// [`FirstReader`] of the pipeline `text` (written in `dir`).
+pub async fn first_reader(dir: &std::path::Path, text: &str) -> FirstReader {
     let path = pipeline_file(dir, text);
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let mut splits = prepared.source.component.enumerator(&[None]).await.unwrap();
     let reader = splits.reader(0, None).await.unwrap();
-    (prepared, reader)
+    FirstReader { prepared, splits, reader }
 }
 
 /// Read from `reader` until `rows` rows came (in data events).

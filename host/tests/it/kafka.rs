@@ -388,3 +388,42 @@ async fn startup_modes_and_the_groups_offsets() {
     let (code, log) = run.stop().await;
     assert_eq!(code, Some(0), "{log}");
 }
+
+/// How far behind each partition's end a Kafka source reads: the messages after the next one
+/// read (the high watermark is asked every 5 s), in what `/metrics` and `sluice serve`'s API show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lag_behind_each_partition_is_shown() {
+    let broker = tokio::task::spawn_blocking(Broker::start).await.unwrap();
+    broker.create_topic("lagging", 1);
+    let messages: Vec<(String, String)> = (0..10).map(|i| (format!("k{i}"), format!("v{i}"))).collect();
+    produce(&broker.producer(), "lagging", Some(0), &messages).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"lag\"\n\n[connections.events]\ntype = \"kafka\"\nbootstrap_servers = [\"{}\"]\n\n\
+         [[source]]\nname = \"events\"\ntype = \"kafka\"\nconnection = \"events\"\ntopics = [\"lagging\"]\n\
+         scan.startup.mode = \"earliest-offset\"\n\n[[sink]]\ntype = \"blackhole\"\n",
+        broker.servers()
+    );
+    let crate::common::FirstReader { prepared, splits: _splits, mut reader } =
+        crate::common::first_reader(dir.path(), &text).await;
+    let lag = || {
+        let sources = prepared.stats.sources();
+        sources.iter().find(|s| s["source"] == "events").map(|s| s["partitions"]["lagging:0"].clone())
+    };
+    let mut seen = None;
+    for _ in 0..150 {
+        seen = lag();
+        if seen == Some(serde_json::json!(10)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, Some(serde_json::json!(10)), "nothing read yet: all 10 behind");
+    crate::common::read_rows_of(&mut reader, 10).await;
+    assert_eq!(lag(), Some(serde_json::json!(0)));
+    let metrics = sluice::metrics::metrics_text(&prepared.stats, "lag");
+    assert!(
+        metrics.contains("sluice_source_lag_messages{pipeline=\"lag\",source=\"events\",partition=\"lagging:0\"} 0\n"),
+        "{metrics}"
+    );
+}

@@ -1253,7 +1253,8 @@ async fn the_snapshots_progress_and_the_lag_behind_the_binlog_are_shown() {
          [[sink]]\ntype = \"blackhole\"\n",
         maria.port
     );
-    let (prepared, mut reader) = crate::common::first_reader(dir.path(), &text).await;
+    let crate::common::FirstReader { prepared, splits: _splits, mut reader } =
+        crate::common::first_reader(dir.path(), &text).await;
     crate::common::read_rows_of(&mut reader, 3).await;
     let source = || prepared.stats.sources().into_iter().next().expect("the source's progress");
     let t = source()["tables"]["app.t"].clone();

@@ -594,7 +594,8 @@ async fn a_column_dropped_before_its_tables_snapshot_stops_the_reader_naming_it(
          [[sink]]\ntype = \"blackhole\"\n",
         pg.port
     );
-    let (_prepared, mut reader) = crate::common::first_reader(dir.path(), &text).await;
+    let crate::common::FirstReader { splits: _splits, mut reader, .. } =
+        crate::common::first_reader(dir.path(), &text).await;
     // Table a's schema, then its rows: the snapshot transaction has read a, not b.
     let mut tables = Vec::new();
     while !tables.iter().any(|t: &String| t == "public.a") {
@@ -630,7 +631,8 @@ async fn the_snapshots_progress_and_the_lag_behind_the_wal_are_shown() {
          [[sink]]\ntype = \"blackhole\"\n",
         pg.port
     );
-    let (prepared, mut reader) = crate::common::first_reader(dir.path(), &text).await;
+    let crate::common::FirstReader { prepared, splits: _splits, mut reader } =
+        crate::common::first_reader(dir.path(), &text).await;
     crate::common::read_rows_of(&mut reader, 3).await;
     let source = || prepared.stats.sources().into_iter().next().expect("the source's progress");
     let t = source()["tables"]["public.t"].clone();
