@@ -238,6 +238,9 @@ impl Stats {
             match (m.name, label("table")) {
                 ("source_lag_seconds", _) => entry["lag_seconds"] = serde_json::json!(m.value as f64 / 1000.0),
                 ("source_lag_bytes", _) => entry["lag_bytes"] = serde_json::json!(m.value),
+                ("source_position_age_seconds", _) => {
+                    entry["position_age_seconds"] = serde_json::json!(m.value as f64 / 1000.0)
+                }
                 ("source_lag_messages", _) => {
                     let partition = label("partition").unwrap_or_default();
                     entry["partitions"][&partition] = serde_json::json!(m.value);

@@ -803,3 +803,29 @@ async fn every_doris_type_reads_as_the_connector_maps_it_and_writes_back_unchang
     assert!(original[0].contains("170141183460469231731687303715884105727"), "{original:?}");
     assert_eq!(doris.sql("SELECT * FROM test.types_copy ORDER BY id"), original);
 }
+
+/// How old a changelog source's position is — from the start of the window read to the FE's clock
+/// when it was opened — in what `/metrics` and `sluice serve`'s API show: an hour for a source
+/// that starts an hour back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_changelog_positions_age_is_shown() {
+    let doris = Doris::start().await;
+    changelog_table(&doris, 2);
+    doris.sql("INSERT INTO test.student VALUES (1, 'a', 10)");
+    let now = doris.client("").tso_time().await.unwrap();
+    let hour_ago =
+        chrono::NaiveDateTime::parse_from_str(&now, "%Y-%m-%d %H:%M:%S").unwrap() - chrono::Duration::hours(1);
+    let source = format!(
+        "name = \"student\"\nscan.mode = \"from-timestamp\"\nscan.timestamp = \"{}\"\nchangelog.poll_interval = \"1s\"",
+        hour_ago.format("%Y-%m-%d %H:%M:%S")
+    );
+    let text = pipeline(&doris, 1, "aged", &source)
+        .replace("[[sink]]\ntype = \"doris\"\ntable = \"test.aged\"", "[[sink]]\ntype = \"blackhole\"");
+    let dir = tempfile::tempdir().unwrap();
+    let crate::common::FirstReader { prepared, splits: _splits, mut reader } =
+        crate::common::first_reader(dir.path(), &text).await;
+    crate::common::read_rows_of(&mut reader, 1).await;
+    let sources = prepared.stats.sources();
+    let age = sources.iter().find(|s| s["source"] == "student").and_then(|s| s["position_age_seconds"].as_f64());
+    assert!(age.is_some_and(|a| (3600.0..3700.0).contains(&a)), "{sources:?}");
+}

@@ -118,6 +118,53 @@ impl SplitEnumerator for ChangelogEnumerator {
     }
 }
 
+/// How old the changelog position is: from the start of the window read to the FE's clock when
+/// it was opened (Doris' seed asks users to watch it: a position older than the changelog's TTL
+/// has lost changes). Shown once a window was opened.
+#[derive(Debug)]
+pub struct PositionAge {
+    pub source: String,
+    /// Milliseconds, plus one (0: no window opened yet).
+    age: std::sync::atomic::AtomicU64,
+}
+
+impl PositionAge {
+    pub fn new(source: &str) -> PositionAge {
+        PositionAge { source: source.to_string(), age: Default::default() }
+    }
+
+    /// A window from `start` to `end` (FE wall times, `%Y-%m-%d %H:%M:%S`) was opened.
+    fn window(&self, start: &str, end: &str) {
+        let parse = |t: &str| {
+            chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f")
+                .or_else(|_| chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S"))
+                .ok()
+        };
+        if let (Some(a), Some(b)) = (parse(start), parse(end)) {
+            let ms = (b - a).num_milliseconds().max(0) as u64;
+            self.age.store(ms + 1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl crate::metrics::MetricSource for PositionAge {
+    fn metrics(&self) -> Vec<crate::metrics::Metric> {
+        let age = self.age.load(std::sync::atomic::Ordering::Relaxed);
+        if age == 0 {
+            return Vec::new();
+        }
+        vec![crate::metrics::Metric {
+            kind: crate::metrics::MetricKind::Milliseconds,
+            ..crate::metrics::Metric::gauge(
+                "source_position_age_seconds",
+                "From the start of the changelog window read to the FE's clock when it was opened.",
+                vec![("source", self.source.clone())],
+                age - 1,
+            )
+        }]
+    }
+}
+
 /// A worker's reader: its part of the `initial` snapshot, then (worker 0) the changelog.
 pub struct DorisChangelog {
     snapshot: Option<DorisScan>,
@@ -140,6 +187,7 @@ pub struct DorisChangelog {
     ttl_seconds: Option<i64>,
     /// See [`ChangelogPosition::snapshot_tso`].
     snapshot_tso: Option<i64>,
+    age: std::sync::Arc<PositionAge>,
 }
 
 struct Window {
@@ -220,6 +268,7 @@ impl DorisChangelog {
             gate: if worker == 0 { e.gate.as_ref().map(|g| g.subscribe()) } else { None },
             ttl_seconds,
             snapshot_tso,
+            age: source.age.clone(),
         };
         if let Some(end) = this.window.as_ref().map(|w| w.end.clone()) {
             this.check_gap(&end);
@@ -356,6 +405,7 @@ impl DorisChangelog {
                     continue;
                 }
                 self.check_gap(&now);
+                self.age.window(&self.start, &now);
                 self.window = Some(Window { end: now, delivered: 0, seen: 0, stream: None, since: Instant::now() });
             }
             if self.window.as_ref().is_some_and(|w| w.stream.is_none()) {

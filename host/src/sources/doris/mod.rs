@@ -40,6 +40,8 @@ pub struct DorisTable {
     pub schema: SchemaRef,
     pub offsets: Option<offsets::OffsetTable>,
     pub progress: Arc<SplitProgress>,
+    /// How old the changelog position is (`@incr` modes).
+    pub age: Arc<changelog::PositionAge>,
 }
 
 impl DorisTable {
@@ -96,8 +98,10 @@ impl SourceConfig for DorisSource {
         self.check(file)
     }
 
-    async fn build(&self, _name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
+    async fn build(&self, name: &str, ctx: &BuildContext<'_>) -> anyhow::Result<Arc<dyn Source>> {
         let conn = ctx.doris(self.connection.as_deref()).await?;
+        let age = Arc::new(changelog::PositionAge::new(name));
+        ctx.stats.register(age.clone());
         let (db, table) = self.table.split_once('.').context("source.table: expected `db.table`")?;
         let flight_addrs = conn.flight_addrs(self.flight_sql_port).await?;
         let offsets = match (&self.changelog.offset_table, &self.changelog.consumer_id) {
@@ -119,6 +123,7 @@ impl SourceConfig for DorisSource {
             schema: Arc::new(arrow::datatypes::Schema::empty()),
             offsets,
             progress: ctx.stats.splits.clone(),
+            age,
         };
         let sql = format!("SELECT {} FROM {} LIMIT 0", source.fields(), source.quoted());
         let (schema, _) = source
