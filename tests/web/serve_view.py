@@ -1,10 +1,12 @@
 """The live view of `sluice serve` in headless Chromium (Playwright driving Debian's chromium).
 
-    serve_view.py URL TOKEN FINISHED_ID RUNNING_ID SCREENSHOT
+    serve_view.py URL TOKEN FINISHED_ID RUNNING_ID MIRROR_ID SCREENSHOT
 
 Signs in with TOKEN, checks that the numbers the page shows for the finished pipeline are those
-of `/metrics`, that the page lists only the tenant's pipelines, that the pause and resume buttons
-of the running one work (the API says so), and writes a screenshot. Prints `ok` or raises.
+of `/metrics`, that the page lists only the tenant's pipelines, that the changelog mirror's card
+shows how far its source is (its snapshot's rows as the API says, its position's age), that the
+pause and resume buttons of the running one work (the API says so), and writes a screenshot.
+Prints `ok` or raises.
 """
 
 import json
@@ -41,7 +43,7 @@ def api(url, token, path, method="GET"):
     return json.loads(urllib.request.urlopen(req).read() or b"{}")
 
 
-def main(url, token, finished, running, screenshot):
+def main(url, token, finished, running, mirror, screenshot):
     tenant, name = finished.split(".", 1)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
@@ -79,6 +81,14 @@ def main(url, token, finished, running, screenshot):
         # Only the tenant's own pipelines.
         ids = page.locator("section.pipeline").evaluate_all("els => els.map(e => e.dataset.pipeline)")
         assert all(i.startswith(tenant + ".") for i in ids), ids
+
+        # How far the mirror's source is.
+        source = api(url, token, "/api/v1/pipelines/" + mirror)["sources"][0]
+        sources = page.locator(f'section[data-pipeline="{mirror}"] table.sources')
+        expect(sources.locator(".source-name")).to_have_text(source["source"])
+        expect(sources.locator(".source-age")).to_have_text(re.compile(r"^\d+\.\d$"), timeout=30_000)
+        rows = [str(t["rows_read"]) for t in source["tables"].values()] or [""]
+        expect(sources.locator(".snapshot-rows")).to_have_text(rows)
 
         # The buttons of the running one.
         live = page.locator(f'section[data-pipeline="{running}"]')

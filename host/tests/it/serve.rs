@@ -560,25 +560,32 @@ async fn a_cpu_budget_per_minute_pauses_a_tenants_plugins() {
     assert_eq!(s.get("/api/v1/pipelines/gamma.spin", GAMMA).await.0, 200);
 }
 
-/// `[verify]` of a mirror under `sluice serve`: the pipeline's API shows its last comparison, and a
-/// row changed in the copy behind the pipeline's back shows as a difference there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_api_shows_the_last_verification_of_a_served_mirror() {
-    let doris = Doris::start().await;
-    tables(&doris);
+/// A changelog table `dim.people` of three rows, and its copy's table `alpha.people`.
+fn changelog_people(doris: &Doris) {
     doris.sql(
         "CREATE TABLE dim.people (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
          PROPERTIES (\"enable_unique_key_merge_on_write\" = \"true\", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
     );
     doris.sql("CREATE TABLE alpha.people (id INT, name VARCHAR(32), age INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2");
     doris.sql("INSERT INTO dim.people VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)");
+}
+
+/// `dim.people` mirrored into `alpha.people` by its changelog, compared every second.
+const MIRROR: &str = "[pipeline]\nname = \"mirror\"\ncheckpoint_interval = \"300ms\"\n\n\
+    [[source]]\nname = \"people\"\ntype = \"doris\"\ntable = \"dim.people\"\nprimary_key = \"id\"\nscan.mode = \"initial\"\n\
+    changelog.poll_interval = \"1s\"\n\n[[sink]]\ntype = \"doris\"\ntable = \"alpha.people\"\n\n\
+    [verify]\nevery = \"1s\"\n";
+
+/// `[verify]` of a mirror under `sluice serve`: the pipeline's API shows its last comparison, and a
+/// row changed in the copy behind the pipeline's back shows as a difference there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_shows_the_last_verification_of_a_served_mirror() {
+    let doris = Doris::start().await;
+    tables(&doris);
+    changelog_people(&doris);
     let dir = tempfile::tempdir().unwrap();
     let s = Serve::start(&doris, dir.path()).await;
-    let text = "[pipeline]\nname = \"mirror\"\ncheckpoint_interval = \"300ms\"\n\n\
-                [[source]]\ntype = \"doris\"\ntable = \"dim.people\"\nprimary_key = \"id\"\nscan.mode = \"initial\"\n\
-                changelog.poll_interval = \"1s\"\n\n[[sink]]\ntype = \"doris\"\ntable = \"alpha.people\"\n\n\
-                [verify]\nevery = \"1s\"\n";
-    let (st, v) = s.submit(ALPHA, text).await;
+    let (st, v) = s.submit(ALPHA, MIRROR).await;
     assert_eq!(st, 201, "{v}");
     let v = s.until("alpha.mirror", ALPHA, 60, "a comparison that agrees", |v| v["verify"]["agrees"] == true).await;
     let t = &v["verify"]["tables"][0];
@@ -803,13 +810,20 @@ async fn the_live_view_shows_what_metrics_says_and_its_buttons_work() {
     assert_eq!(s.submit(ALPHA, &datagen("slow", "alpha.slow", 1_000_000, 500, STUDENT_TRANS)).await.0, 201);
     assert_eq!(s.submit(BETA, &datagen("students", "beta.students", 100, 1000, "")).await.0, 201);
     s.until("alpha.students", ALPHA, 60, "finished", |v| v["state"] == "finished").await;
+    // A changelog mirror: its card shows how far its source is.
+    changelog_people(&doris);
+    assert_eq!(s.submit(ALPHA, MIRROR).await.0, 201);
+    s.until("alpha.mirror", ALPHA, 60, "a changelog window read", |v| {
+        v["sources"][0]["position_age_seconds"].is_number()
+    })
+    .await;
     let shot = std::env::var_os("SLUICE_SCREENSHOT").map_or_else(|| dir.path().join("view.png"), PathBuf::from);
     let script = crate::common::repo_root().join("tests/web/serve_view.py");
     let url = s.url.clone();
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python)
             .arg(script)
-            .args([&url, ALPHA, "alpha.students", "alpha.slow"])
+            .args([&url, ALPHA, "alpha.students", "alpha.slow", "alpha.mirror"])
             .arg(&shot)
             .output()
             .unwrap()

@@ -41,6 +41,31 @@ function number(label, cls, value) {
   return el("div", {}, label + ": ", el("span", { class: cls }, String(value)));
 }
 
+// How far each source is: behind its log (seconds, bytes, Kafka messages), the changelog
+// position's age, and each table's snapshot.
+function sourcesTable(list) {
+  const fmt = (v, digits) => (v === undefined || v === null ? "" : digits ? Number(v).toFixed(digits) : String(v));
+  const table = el("table", { class: "sources" }, el("tr", {},
+    ...["source", "behind (s)", "behind (bytes)", "behind (messages)", "position age (s)", "table", "rows read", "of about", "chunks read"]
+      .map((h) => el("th", {}, h))));
+  for (const s of list) {
+    const messages = s.partitions ? Object.values(s.partitions).reduce((a, b) => a + b, 0) : undefined;
+    const tables = Object.entries(s.tables || {});
+    const first = tables.length ? tables : [["", {}]];
+    first.forEach(([name, t], i) => {
+      const lead = i === 0
+        ? [el("td", { class: "source-name" }, s.source), el("td", { class: "source-lag" }, fmt(s.lag_seconds, 1)),
+           el("td", { class: "source-lag-bytes" }, fmt(s.lag_bytes)), el("td", { class: "source-lag-messages" }, fmt(messages)),
+           el("td", { class: "source-age" }, fmt(s.position_age_seconds, 1))]
+        : [el("td", {}), el("td", {}), el("td", {}), el("td", {}), el("td", {})];
+      table.append(el("tr", {}, ...lead, el("td", { class: "snapshot-table" }, name),
+        el("td", { class: "snapshot-rows" }, fmt(t.rows_read)), el("td", {}, fmt(t.rows_estimated)),
+        el("td", {}, t.chunks === undefined ? "" : `${t.chunks_read} of ${t.chunks}`)));
+    });
+  }
+  return table;
+}
+
 function card(p) {
   const r = rate(p.id, p);
   const g = p.graph;
@@ -69,9 +94,11 @@ function card(p) {
     b.onclick = () => api("POST", `/api/v1/pipelines/${encodeURIComponent(p.id)}/${action}`).then(refresh, show);
     buttons.append(b);
   }
+  const parts = [graph, numbers];
+  if (p.sources && p.sources.length) parts.push(sourcesTable(p.sources));
   return el("section", { class: "pipeline", "data-pipeline": p.id },
     el("h2", {}, p.name, el("span", { class: "state " + p.state }, p.state)),
-    graph, numbers, buttons, history,
+    ...parts, buttons, history,
     el("div", { class: "error last-error" }, p.last_error || ""));
 }
 
