@@ -812,6 +812,8 @@ async fn the_changelog_positions_age_is_shown() {
     let doris = Doris::start().await;
     changelog_table(&doris, 2);
     doris.sql("INSERT INTO test.student VALUES (1, 'a', 10)");
+    // Window ends are whole seconds: the first window must end after the row's second.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let now = doris.client("").tso_time().await.unwrap();
     let hour_ago =
         chrono::NaiveDateTime::parse_from_str(&now, "%Y-%m-%d %H:%M:%S").unwrap() - chrono::Duration::hours(1);
