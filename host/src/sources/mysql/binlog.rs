@@ -182,7 +182,8 @@ impl Follower {
         let (read_at, p) = (self.read_at.clone(), progress.clone());
         let probe = tokio::spawn(async move {
             use mysql_async::prelude::Queryable;
-            let mut ticks = tokio::time::interval(PROBE_EVERY);
+            // The first answer after a while: until then, the age of the changes read is the lag.
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + PROBE_EVERY, PROBE_EVERY);
             loop {
                 ticks.tick().await;
                 let logs: Result<Vec<(String, u64)>, _> = async {
