@@ -95,16 +95,13 @@ impl<D: Dialect> Enumerator<D> {
             relocated = Some(self.dialect.elsewhere(kept, found, at).await?);
         }
         let kept = first.and_then(|p| p.tables.as_deref());
-        let tables = Arc::new(as_of_position(&*self.dialect, kept, &self.tables)?);
+        let (tables, known) = as_of_position(&*self.dialect, kept, &self.tables)?;
+        let tables = Arc::new(tables);
         let (mut chunks, mut late) = (Vec::new(), Vec::new());
         if !self.mode.log_only() && !snapshot_done {
             let all: Vec<usize> = (0..tables.len()).collect();
             chunks = self.cut(&tables, &all, &mut steps).await?;
-        } else if let (Some(kept), StartupMode::Initial) = (kept, self.mode) {
-            let known = kept
-                .iter()
-                .map(|d| Ok(self.dialect.table(d)?.id().clone()))
-                .collect::<anyhow::Result<HashSet<TableId>>>()?;
+        } else if let (Some(known), StartupMode::Initial) = (known, self.mode) {
             let new: Vec<usize> = (0..tables.len()).filter(|&i| !known.contains(tables[i].id())).collect();
             for &i in &new {
                 tracing::info!("`{}` is new to the log's position: worker 0 reads it before the log", tables[i].id());
@@ -173,24 +170,29 @@ impl<D: Dialect> Enumerator<D> {
     }
 }
 
+/// The tables a log position knows.
+type Known = HashSet<TableId>;
+
 /// The tables a restored run reads its chunks with: each as the log position knows it (worker 0's
 /// position keeps them) while the server still has every column of it — a column added since
 /// reaches Doris with the change that added it, replayed from the log, and the rows read now
 /// match the Doris table as it stands — else as found now (a column dropped since cannot be read).
+/// With them, the tables the position knows.
 fn as_of_position<D: Dialect>(
     dialect: &D,
     kept: Option<&[D::Def]>,
     found: &[D::Table],
-) -> anyhow::Result<Vec<D::Table>> {
-    let Some(kept) = kept else { return Ok(found.to_vec()) };
+) -> anyhow::Result<(Vec<D::Table>, Option<Known>)> {
+    let Some(kept) = kept else { return Ok((found.to_vec(), None)) };
     let kept = kept.iter().map(|d| dialect.table(d)).collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(found
+    let tables = found
         .iter()
         .map(|t| match kept.iter().find(|k| k.id() == t.id()) {
             Some(k) if k.schema().fields().iter().all(|f| t.schema().field_with_name(f.name()).is_ok()) => k.clone(),
             _ => t.clone(),
         })
-        .collect())
+        .collect();
+    Ok((tables, Some(kept.iter().map(|k| k.id().clone()).collect())))
 }
 
 /// The chunks of a run, dealt to the readers.

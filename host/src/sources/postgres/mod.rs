@@ -462,30 +462,45 @@ struct PostgresTables {
 impl PostgresTables {
     /// Creates the publication for the tables followed, or adds those it lacks.
     async fn publication(&self, control: &tokio_postgres::Client, tables: &[Table]) -> anyhow::Result<()> {
-        let name = literal(&self.publication);
-        let exists = !query(control, &format!("SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {name}"))
-            .await?
-            .is_empty();
-        let published: HashSet<String> = query(
-            control,
-            &format!(
-                "SELECT tablename FROM pg_catalog.pg_publication_tables WHERE pubname = {name} AND schemaname = {}",
-                literal(&self.scope.namespace)
-            ),
-        )
-        .await?
-        .into_iter()
-        .filter_map(|r| r[0].clone())
-        .collect();
-        let missing: Vec<String> = tables.iter().filter(|t| !published.contains(&t.name)).map(Table::quoted).collect();
-        let sql = match (exists, missing.is_empty()) {
-            (_, true) => return Ok(()),
-            (false, _) => format!("CREATE PUBLICATION {} FOR TABLE {}", ident(&self.publication), missing.join(", ")),
-            (true, _) => format!("ALTER PUBLICATION {} ADD TABLE {}", ident(&self.publication), missing.join(", ")),
-        };
-        tracing::info!("{sql}");
-        query(control, &sql).await.with_context(|| format!("publishing the tables followed: {sql}")).map(drop)
+        let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
+        publish(control, &self.publication, &self.scope.namespace, &names).await
     }
+}
+
+/// Tables `names` of schema `namespace` in `publication`: it is created for them, or those it
+/// lacks are added.
+async fn publish(
+    control: &tokio_postgres::Client,
+    publication: &str,
+    namespace: &str,
+    names: &[String],
+) -> anyhow::Result<()> {
+    let name = literal(publication);
+    let exists =
+        !query(control, &format!("SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {name}")).await?.is_empty();
+    let published: HashSet<String> = query(
+        control,
+        &format!(
+            "SELECT tablename FROM pg_catalog.pg_publication_tables WHERE pubname = {name} AND schemaname = {}",
+            literal(namespace)
+        ),
+    )
+    .await?
+    .into_iter()
+    .filter_map(|r| r[0].clone())
+    .collect();
+    let missing: Vec<String> = names
+        .iter()
+        .filter(|n| !published.contains(*n))
+        .map(|n| format!("{}.{}", ident(namespace), ident(n)))
+        .collect();
+    let sql = match (exists, missing.is_empty()) {
+        (_, true) => return Ok(()),
+        (false, _) => format!("CREATE PUBLICATION {} FOR TABLE {}", ident(publication), missing.join(", ")),
+        (true, _) => format!("ALTER PUBLICATION {} ADD TABLE {}", ident(publication), missing.join(", ")),
+    };
+    tracing::info!("{sql}");
+    query(control, &sql).await.with_context(|| format!("publishing the tables followed: {sql}")).map(drop)
 }
 
 /// What worker 0 streams from: the session that created the slot and exported the snapshot

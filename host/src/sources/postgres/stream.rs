@@ -172,36 +172,13 @@ impl Follower {
         if new.is_empty() {
             return Ok(());
         }
-        let quoted: Vec<String> =
-            new.iter().map(|n| format!("{}.{}", ident(&self.scope.namespace), ident(n))).collect();
-        let published: std::collections::HashSet<String> = super::query(
-            &self.control,
-            &format!(
-                "SELECT tablename FROM pg_catalog.pg_publication_tables WHERE pubname = {} AND schemaname = {ns}",
-                literal(publication)
-            ),
-        )
-        .await?
-        .into_iter()
-        .filter_map(|r| r.into_iter().next().flatten())
-        .collect();
-        let missing: Vec<&String> =
-            new.iter().zip(&quoted).filter(|(n, _)| !published.contains(*n)).map(|(_, q)| q).collect();
-        if !missing.is_empty() {
-            let sql = format!(
-                "ALTER PUBLICATION {} ADD TABLE {}",
-                ident(publication),
-                missing.iter().map(|q| q.as_str()).collect::<Vec<_>>().join(", ")
-            );
-            tracing::info!("{sql}");
-            super::query(&self.control, &sql).await.with_context(|| format!("publishing new tables: {sql}"))?;
-        }
+        super::publish(&self.control, publication, &self.scope.namespace, &new).await?;
         let named: Vec<String> = new.iter().map(|n| format!("`{}.{n}`", self.scope.namespace)).collect();
         Err(Restartable::error(format!(
             "{} {} new to the sync: restarting to read {}",
             named.join(", "),
-            if quoted.len() == 1 { "is" } else { "are" },
-            if quoted.len() == 1 { "its rows" } else { "their rows" }
+            if new.len() == 1 { "is" } else { "are" },
+            if new.len() == 1 { "its rows" } else { "their rows" }
         )))
     }
 
