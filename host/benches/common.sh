@@ -3,8 +3,8 @@
 #
 # Before sourcing, set REPO (the repository root). Afterwards: $WORK (a temp dir removed on exit),
 # bench_binaries (sets $SLUICE and $DORIS), start_doris_lite [FLAG…] (sets $FE, $BE, $QPORT, $FPORT,
-# $DORIS_PID), bench_venv CHECK PKG… (sets $PY), sql, now, calc, median, best, and track PID (killed
-# on exit).
+# $DORIS_PID), bench_venv CHECK PKG… (sets $PY), sql, now, calc, median, best, track PID (killed
+# on exit), and the sync benches' stop_sluice, catch_up and catch_up_report.
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/release}"
 WORK="$(mktemp -d)"
@@ -109,3 +109,36 @@ now() { date +%s.%N; }
 calc() { awk "BEGIN { print $1 }"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 best() { sort -g | head -1; }
+
+# The sync benches' Sluice (its pipeline $WORK/pipeline.toml, its log $WORK/sluice.err) stopped at
+# a checkpoint.
+stop_sluice() {
+  kill -TERM "$SLUICE_PID"
+  wait "$SLUICE_PID" || { echo "sluice exited with $?:" >&2; tail -20 "$WORK/sluice.err" >&2; }
+}
+
+# Their catch-up: Sluice started again until `helper landed ROWS STAMP` sees every change in Doris;
+# sets $C_SECS, $C_RATE (rows/s) and $C_CPU (Sluice's cores), and stops it.
+#   catch_up ROWS STAMP
+catch_up() {
+  local t0 t1
+  echo "catch-up: sluice run resumes…" >&2
+  t0=$(now)
+  SLUICE_LOG=info "$SLUICE" run "$WORK/pipeline.toml" 2>>"$WORK/sluice.err" &
+  SLUICE_PID=$!
+  track "$SLUICE_PID"
+  t1=$(helper landed "$1" "$2" 900) || sluice_failed
+  C_SECS=$(calc "$t1 - $t0")
+  C_RATE=$(calc "$1 / $C_SECS")
+  C_CPU=$(calc "$(awk '{print $14 + $15}' "/proc/$SLUICE_PID/stat") / $(getconf CLK_TCK) / $C_SECS")
+  stop_sluice
+}
+
+# The catch-up's line, beside its decode-only floor, in $CATCHUP.
+#   catch_up_report FLOOR_DESCRIPTION FLOOR_ROWS FLOOR_SECONDS
+catch_up_report() {
+  local rate
+  rate=$(calc "$2 / $3")
+  CATCHUP="$(printf 'catch-up: %d changes written while sluice was stopped, all in Doris %.1f s after it started again = %.0f rows/s (sluice CPU %.2f cores); %s: %d rows in %.2f s = %.0f rows/s; sluice ÷ decode-only %.2f' \
+    "$C_ROWS" "$C_SECS" "$C_RATE" "$C_CPU" "$1" "$2" "$3" "$rate" "$(calc "$C_RATE / $rate")")"
+}

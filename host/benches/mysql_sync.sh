@@ -7,7 +7,7 @@
 # 100 ms, per table, one transaction of a multi-row INSERT and a ranged UPDATE (about half each), each
 # row stamped `ts` = the wall-clock µs of its write. Release builds.
 #
-#   host/benches/mysql_sync.sh [ROWS] [SECONDS]                 # default 1,000,000 rows, 20 s per rate
+#   host/benches/mysql_sync.sh [ROWS] [SECONDS] [CHANGES]       # default 1,000,000 rows, 20 s per rate, 2,000,000 changes
 #   SLUICE_BIN=… DORIS_LITE_BIN=… host/benches/mysql_sync.sh    # skip the build
 #
 # Prints the snapshot's rows/s (sluice start → every row in Doris); per rate: the generator's rows/s,
@@ -16,13 +16,19 @@
 # the lag p50/p99 (per table: sample time - newest `ts` visible), Sluice's CPU; python-mysql-replication
 # decoding the same phase's binlog events alone, as fast as it can (a decode-only floor), and Sluice
 # applied ÷ decoded (capped by the generator's rate while Sluice keeps up); Sluice's peak RSS (VmHWM).
-# Targets: >= 50 k rows/s streaming on 2 cores, lag p99 <= checkpoint interval + 1 s, RSS <= 200 MB.
+# Then the catch-up: Sluice stopped (SIGTERM, at a checkpoint), CHANGES changes written as fast as one
+# connection can (per table, transactions of 1,000 inserted and 1,000 updated rows), Sluice started
+# again: the changes ÷ the time from its start until Doris holds them all, beside a decode-only floor
+# of the same changes.
+# Targets: >= 50 k rows/s streaming on 2 cores, lag p99 <= checkpoint interval + 1 s, RSS <= 200 MB,
+# catch-up >= 200 k rows/s on 2 cores.
 # Needs: cargo, mariadb-install-db and mariadbd, mysql (or mariadb) CLI, awk, python3 (pymysql and
 # mysql-replication are installed into a virtualenv, $SLUICE_BENCH_VENV or /var/tmp/sluice-bench-venv).
 set -euo pipefail
 
 ROWS="${1:-1000000}"
 SECS="${2:-20}"
+CHANGES="${3:-2000000}"
 RATES=(10000 50000)
 TABLES=10
 CKPT=1
@@ -76,7 +82,8 @@ table_properties.replication_num = "1"
 TOML
 
 cat >"$WORK/helper.py" <<'PY'
-"""mysql_sync.sh's helper: snapshot N TIMEOUT | follow TIMEOUT | phase RATE SECS PER_TABLE N PID | decode F0 P0 F1 P1"""
+"""mysql_sync.sh's helper: snapshot N TIMEOUT | follow TIMEOUT | phase RATE SECS PER_TABLE N PID | decode F0 P0 F1 P1
+| burst CHANGES PER_TABLE N | landed ROWS STAMP TIMEOUT"""
 import logging, math, multiprocessing as mp, os, statistics, sys, time
 import pymysql
 
@@ -161,6 +168,33 @@ def phase(rate, secs, per_table, n, pid):
         f.write("GEN=%.0f APPLIED=%.0f DRAIN=%.2f P99=%.3f CPU=%.2f F0=%s P0=%s F1=%s P1=%s\n" % (gen, applied, drain,
                 pct(lags, 99), cpu_secs / wall, res["f0"], res["p0"], res["f1"], res["p1"]))
 
+def burst(changes, per_table, n):
+    # As fast as one connection writes them: per table, transactions of 1,000 inserted rows and (while
+    # the table has rows not yet touched) 1,000 updated ones, every row stamped ts = the burst's start.
+    conn = connect(MPORT, database="app", autocommit=False); cur = conn.cursor()
+    cur.execute("SHOW MASTER STATUS"); f0, p0 = cur.fetchone()[:2]
+    stamp, next_id, low, rows = time.time_ns() // 1000, n * 10**9, 1, 0
+    while rows < changes:
+        upd = max(0, min(1000, per_table + 1 - low))
+        for t in NAMES:
+            cur.execute("INSERT INTO %s VALUES %s" % (t, ",".join("(%d,%d,'customer_%d',%d.25,%d)" % (
+                i, i % 1000, i, i % 100000, stamp) for i in range(next_id, next_id + 1000))))
+            if upd: cur.execute("UPDATE %s SET amount = amount + 1, ts = %d WHERE id >= %d AND id < %d" % (t, stamp, low, low + upd))
+            conn.commit()
+        next_id, low, rows = next_id + 1000, low + upd, rows + (1000 + upd) * T
+    cur.execute("SHOW MASTER STATUS"); f1, p1 = cur.fetchone()[:2]
+    print("%d %d %s %s %s %s" % (rows, stamp, f0, p0, f1, p1))
+
+def landed(total, stamp, timeout):  # prints the time Doris first holds `total` rows stamped >= stamp
+    d, t0, n = connect(QPORT, autocommit=True), time.time(), 0
+    sql = " UNION ALL ".join("SELECT count(*) FROM bench.%s WHERE ts >= %d" % (t, stamp) for t in NAMES)
+    while time.time() - t0 < timeout:
+        try: n = sum(r[0] for r in ask(d, sql))
+        except pymysql.MySQLError: n = 0
+        if n >= total: return print("%.3f" % time.time())
+        time.sleep(0.25)
+    sys.exit("catch-up: %d of %d rows in Doris after %d s" % (n, total, timeout))
+
 def decode(f0, p0, f1, p1):
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -178,7 +212,8 @@ def decode(f0, p0, f1, p1):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"snapshot": lambda: snapshot(int(args[0]), int(args[1])), "follow": lambda: follow(int(args[0])),
-     "phase": lambda: phase(*map(int, args)), "decode": lambda: decode(*args)}[cmd]()
+     "phase": lambda: phase(*map(int, args)), "decode": lambda: decode(*args),
+     "burst": lambda: burst(*map(int, args)), "landed": lambda: landed(*map(int, args))}[cmd]()
 PY
 helper() { MPORT="$MPORT" QPORT="$QPORT" TABLES="$TABLES" TMPDIR="$WORK" "$PY" "$WORK/helper.py" "$@"; }
 sluice_failed() {
@@ -217,8 +252,16 @@ for rate in "${RATES[@]}"; do
     "$rate" "$GEN" "$APPLIED" "$D_RATE" "$(calc "$APPLIED / $D_RATE")" "$P99" "$CPU")")
 done
 RSS=$(awk '/^VmHWM/{print int($2 / 1024)}' "/proc/$SLUICE_PID/status")
-kill -TERM "$SLUICE_PID"
-wait "$SLUICE_PID" || { echo "sluice exited with $?:" >&2; tail -20 "$WORK/sluice.err" >&2; }
+stop_sluice
+
+# Catch-up: changes written while Sluice is stopped, then Sluice started again from its checkpoint.
+echo "catch-up: writing $CHANGES changes while sluice is stopped…" >&2
+read -r C_ROWS C_STAMP CF0 CP0 CF1 CP1 <<<"$(helper burst "$CHANGES" "$PER" 9)"
+catch_up "$C_ROWS" "$C_STAMP"
+read -r CD_ROWS CD_SECS <<<"$(helper decode "$CF0" "$CP0" "$CF1" "$CP1")"
+FLOOR_WHAT="python-mysql-replication decoding the same binlog events alone"
+catch_up_report "$FLOOR_WHAT" "$CD_ROWS" "$CD_SECS"
+echo "$CATCHUP"
 grep -E '^(stopped|finished) at checkpoint' "$WORK/sluice.err" || true
 grep -E ' (ERROR|WARN) ' "$WORK/sluice.err" | head -5 | sed 's/^/sluice logged: /' || true
 
@@ -226,6 +269,7 @@ echo "--- summary ($(nproc) cores, $TOTAL rows, $SECS s per rate) ---"
 printf 'snapshot: %.0f rows/s\n' "$(calc "$TOTAL / $SNAP_SECS")"
 printf '%s\n' "${SUMMARY[@]}"
 printf 'sluice peak RSS (VmHWM): %d MB\n' "$RSS"
+echo "$CATCHUP"
 met() { awk "BEGIN { print ($1) ? \"met\" : \"not met\" }"; }
 # Keeping up with the generator at 50 k (its last rows in Doris within a checkpoint + 1 s) meets it too.
 if [ "$(met "$APPLIED >= 50000")" = met ]; then KEPT="$APPLIED rows/s applied at 50 k"
@@ -237,4 +281,5 @@ printf 'target: streaming >= 50000 rows/s on 2 cores: %s (%s)\n' "$([ -n "$KEPT"
 printf 'target: lag p99 <= checkpoint interval + 1 s = %d s: %s at 10 k (p99 %.2f s), %s at 50 k (p99 %.2f s)\n' $(( CKPT + 1 )) \
   "$(met "${P99S[0]} <= $CKPT + 1")" "${P99S[0]}" "$(met "$P99 <= $CKPT + 1")" "$P99"
 printf 'target: peak RSS <= 200 MB: %s (%d MB)\n' "$(met "$RSS <= 200")" "$RSS"
+printf 'target: catch-up >= 200000 rows/s on 2 cores: %s (%.0f rows/s)\n' "$(met "$C_RATE >= 200000")" "$C_RATE"
 printf 'load average (1, 5, 15 min) at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -11,7 +11,8 @@
 #   SLUICE_BIN=… DORIS_LITE_BIN=… host/benches/verify.sh         # skip the build
 #
 # Prints per source: verify's rows/s compared, its CPU and the source server's CPU (cores, over
-# the run), the floor's rows/s and the source's CPU for it, and verify ÷ floor.
+# the run), the floor's rows/s and the source's CPU for it, verify ÷ floor, and `verify
+# --every-row` (every row read from both sides, no fingerprints) with fingerprints ÷ every row.
 # Target: >= 1,000,000 rows/s compared on 2 cores when the tables agree.
 # Needs: cargo, mariadb-install-db and mariadbd, PostgreSQL 15 server binaries, mysql (or mariadb)
 # CLI, awk, python3.
@@ -140,8 +141,14 @@ for src in mysql postgres; do
   COMPARED=$(sed -n 's/^verify: [0-9]* tables, \([0-9]*\) rows: the copy equals the source$/\1/p' <<<"$LAST")
   [ -n "$COMPARED" ] || { echo "verify of $src did not agree: $LAST" >&2; tail -20 "$WORK/verify-$src.out" >&2; exit 1; }
   VERIFY=$(calc "$COMPARED / $WALL")
-  RESULTS+=("$(printf '%-8s verify %8.0f rows/s compared (%d rows in %.1f s; sluice %.2f cores, %s %.2f, doris-lite %.2f) · floor SELECT * %8.0f rows/s (%s %.2f cores) · verify/floor %.2f · copy %.0f rows/s' \
-    "$src" "$VERIFY" "$COMPARED" "$WALL" "$VERIFY_CPU" "$src" "$VERIFY_SRC_CPU" "$VERIFY_DORIS_CPU" "$FLOOR" "$src" "$FLOOR_SRC_CPU" "$(calc "$VERIFY / $FLOOR")" "$COPY")")
+  VERIFY_WALL=$WALL
+
+  echo "sluice verify --every-row of the $src mirror (no fingerprints)…" >&2
+  timed "rows-$src" "$SLUICE" verify --recheck-after 0s --every-row "$WORK/$src.toml"
+  grep -q "the copy equals the source" "$WORK/rows-$src.out" || { echo "verify --every-row of $src did not agree" >&2; exit 1; }
+  ROWS_RATE=$(calc "$COMPARED / $WALL")
+  RESULTS+=("$(printf '%-8s verify %8.0f rows/s compared (%d rows in %.1f s; sluice %.2f cores, %s %.2f, doris-lite %.2f) · floor SELECT * %8.0f rows/s (%s %.2f cores) · verify/floor %.2f · --every-row %8.0f rows/s (fingerprints ÷ every row %.2f) · copy %.0f rows/s' \
+    "$src" "$VERIFY" "$COMPARED" "$VERIFY_WALL" "$VERIFY_CPU" "$src" "$VERIFY_SRC_CPU" "$VERIFY_DORIS_CPU" "$FLOOR" "$src" "$FLOOR_SRC_CPU" "$(calc "$VERIFY / $FLOOR")" "$ROWS_RATE" "$(calc "$VERIFY / $ROWS_RATE")" "$COPY")")
   echo "${RESULTS[-1]}" >&2
   eval "RATE_$src=$VERIFY"
 done

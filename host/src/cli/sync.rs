@@ -408,7 +408,8 @@ pub fn run(origin: Origin, args: SyncArgs, quiet: bool) -> anyhow::Result<()> {
         None => anyhow::anyhow!("{}-sync-database: {}", origin.name(), e.message),
     })?;
     let result = if args.verify {
-        let verify = super::verify::VerifyArgs { samples: 10, recheck_after: None, rate: None, json: false };
+        let verify =
+            super::verify::VerifyArgs { samples: 10, recheck_after: None, rate: None, every_row: false, json: false };
         super::verify::verify_pipeline(&file, pipeline, &verify)
     } else {
         super::run::run_pipeline(file.clone(), pipeline, quiet, None, crate::pipeline::ClusterArgs::default())

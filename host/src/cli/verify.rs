@@ -21,6 +21,9 @@ pub struct VerifyArgs {
     /// Source rows read per second at most.
     #[arg(long)]
     pub rate: Option<u64>,
+    /// Compare every row, without asking the source's server for fingerprints of its ranges.
+    #[arg(long)]
+    pub every_row: bool,
     /// One JSON object per table instead of the text report.
     #[arg(long)]
     pub json: bool,
@@ -37,8 +40,13 @@ pub fn verify_pipeline(file: &Path, mut pipeline: PipelineFile, args: &VerifyArg
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let reports = rt.block_on(async {
         let embedded = super::run::connect(file, &mut pipeline).await?;
-        let opts =
-            Options { samples: args.samples, recheck_after: args.recheck_after, rate: args.rate, ..Options::default() };
+        let opts = Options {
+            samples: args.samples,
+            recheck_after: args.recheck_after,
+            rate: args.rate,
+            fingerprints: !args.every_row,
+            ..Options::default()
+        };
         let reports = verify_file(file, pipeline, &opts).await;
         if let Some(h) = embedded {
             h.stop().await;
@@ -86,6 +94,9 @@ fn text(r: &TableReport) -> String {
     );
     if let Some(e) = &r.error {
         out.push_str(&format!("  not compared: {e}\n"));
+    }
+    for column in &r.unmirrored {
+        out.push_str(&format!("  not mirrored: {column}\n"));
     }
     let value = |v: &Option<String>| v.as_ref().map_or("NULL".to_string(), |v| format!("{v:?}"));
     for d in &r.samples {

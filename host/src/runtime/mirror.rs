@@ -81,6 +81,30 @@ impl std::fmt::Display for KeyRange {
     }
 }
 
+/// A range's rows as one number that either side can compute: each row as text — its values
+/// joined by `|`, NULL as `N`, a text value as `<bytes>:<value>`, a number or date as written —
+/// hashed, and the hashes summed (the rows counted beside). The source's server computes it
+/// ([`MirrorSource::fingerprint`]), Sluice the same of Doris' rows: equal, the range agrees (but
+/// for a chance of 1 in 2^32 per differing row); unequal, its rows are compared one by one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub hash: RowHash,
+    /// Per column of the table's schema: whether its values are text (written with their length).
+    pub text: Vec<bool>,
+    pub rows: u64,
+    pub sum: i128,
+}
+
+/// How a row's text is hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowHash {
+    /// CRC-32 (zlib's, MySQL's `CRC32()`), unsigned.
+    Crc32,
+    /// The MD5's first 4 bytes as a big-endian signed integer (PostgreSQL's
+    /// `('x' || left(md5(row), 8))::bit(32)::int`).
+    Md5,
+}
+
 /// A source whose tables can be read again, range by range.
 #[async_trait]
 pub trait MirrorSource: Send + Sync {
@@ -90,6 +114,16 @@ pub trait MirrorSource: Send + Sync {
     async fn ranges(&self, table: &MirroredTable) -> anyhow::Result<Vec<KeyRange>>;
     /// The rows of `table` in `range`, as the pipeline would send them.
     async fn read(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<RecordBatch>;
+    /// The columns of `table` its copy does not have by design, each with why (not drift: a
+    /// comparison names them apart).
+    async fn unmirrored(&self, _table: &MirroredTable) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// `range`'s [`Fingerprint`] as the source's server computes it, when it can write every
+    /// column of `table` as Sluice writes Doris' values (none: the rows are compared).
+    async fn fingerprint(&self, _table: &MirroredTable, _range: KeyRange) -> anyhow::Result<Option<Fingerprint>> {
+        Ok(None)
+    }
 }
 
 /// A sink whose tables can be read back.

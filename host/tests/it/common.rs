@@ -189,6 +189,25 @@ pub async fn verify(path: &std::path::Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// One table's line of `sluice verify --json`.
+#[derive(Debug)]
+pub struct Verified(pub serde_json::Value);
+
+impl Verified {
+    /// Rows compared, equal, equal by fingerprint, differing.
+    pub fn counts(&self) -> (u64, u64, u64, u64) {
+        let n = |k: &str| self.0[k].as_u64().unwrap_or_else(|| panic!("no {k} in {}", self.0));
+        (n("compared"), n("equal"), n("fingerprinted"), n("differing"))
+    }
+}
+
+/// `sluice verify --json <path> <args>` of a pipeline of one table: its report.
+pub async fn verify_json(path: &std::path::Path, args: &[&str]) -> Verified {
+    let (_, out) = verify(path, &[&["--json"], args].concat()).await;
+    let line = out.lines().next().unwrap_or_default();
+    Verified(serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}")))
+}
+
 /// A fresh run of a pipeline's source with one worker, for tests that read it event by event:
 /// the pipeline, the run's enumerator (what it runs beside the readers lives as long) and worker
 /// 0's reader.

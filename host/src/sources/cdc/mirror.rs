@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::snapshot::batch_of;
 use super::{CdcTable, Dialect, Found};
-use crate::runtime::mirror::{KeyRange, MirrorSource, MirroredTable, RANGE_KEYS};
+use crate::runtime::mirror::{Fingerprint, KeyRange, MirrorSource, MirroredTable, RANGE_KEYS};
 
 /// The tables of a CDC source (as its last run found them), with the dialect that reads them.
 pub(crate) struct Mirror<D: Dialect> {
@@ -63,5 +63,30 @@ impl<D: Dialect> MirrorSource for Mirror<D> {
         let rows = self.dialect.rows(&mut session, &t, &sql).await;
         self.dialect.close(session).await;
         Ok(batch_of(&t, &rows?)?.data)
+    }
+
+    async fn unmirrored(&self, table: &MirroredTable) -> anyhow::Result<Vec<String>> {
+        let t = self.table(table)?;
+        let mut session = self.dialect.session(None).await?;
+        let columns = self.dialect.unmirrored(&mut session, &t).await;
+        self.dialect.close(session).await;
+        columns
+    }
+
+    async fn fingerprint(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<Option<Fingerprint>> {
+        let t = self.table(table)?;
+        let Some((hash, text, sql)) = self.dialect.fingerprint(&t) else { return Ok(None) };
+        let filter = t.integer_key().map(|k| range.filter(&self.dialect.quote(k))).unwrap_or_default();
+        let mut session = self.dialect.session(None).await?;
+        let row = self.dialect.scalars(&mut session, &format!("{sql}{filter}")).await;
+        self.dialect.close(session).await;
+        let row = row?;
+        let number = |i: usize| -> anyhow::Result<i128> {
+            match row.get(i).cloned().flatten() {
+                None => Ok(0),
+                Some(v) => v.parse().map_err(|_| anyhow::anyhow!("`{}`: {v:?} is not a count or sum", t.id())),
+            }
+        };
+        Ok(Some(Fingerprint { hash, text, rows: number(0)? as u64, sum: number(1)? }))
     }
 }

@@ -344,6 +344,19 @@ pub(crate) trait Dialect: Send + Sync + 'static {
         t: &Self::Table,
         key: &str,
     ) -> anyhow::Result<Option<(i64, i64)>>;
+    /// How the server computes a [`Fingerprint`](crate::runtime::mirror::Fingerprint) of `t`'s
+    /// rows: the hash, which columns are text, and `SELECT COUNT(*), SUM(<row's hash>) FROM
+    /// <table>`, to which a range is added (none: a column has no text that the server and Sluice
+    /// write alike).
+    fn fingerprint(&self, _t: &Self::Table) -> Option<(crate::runtime::mirror::RowHash, Vec<bool>, String)> {
+        None
+    }
+    /// The columns of `t` that are not mirrored by design, each with why.
+    async fn unmirrored(&self, _session: &mut Self::Session, _t: &Self::Table) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// The first row of `sql`, each value as text.
+    async fn scalars(&self, session: &mut Self::Session, sql: &str) -> anyhow::Result<Vec<Option<String>>>;
     /// A table kept in a position, as the follower reads it again.
     fn table(&self, def: &Self::Def) -> anyhow::Result<Self::Table>;
     /// `t` as a position keeps it.

@@ -22,7 +22,7 @@ use mysql_async::prelude::Queryable;
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::Checked;
-use crate::runtime::mirror::MirrorSource;
+use crate::runtime::mirror::{MirrorSource, RowHash};
 use crate::runtime::{Restartable, Source, SplitEnumerator};
 use crate::sources::cdc::{self, Dialect, Enumerator, LogState, Scope};
 use crate::sources::{StartupMode, is_zero};
@@ -488,6 +488,25 @@ impl Dialect for Mysql {
         let bounds: Option<(Option<String>, Option<String>)> = conn.query_first(sql).await?;
         let number = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok());
         Ok(bounds.and_then(|(lo, hi)| number(lo).zip(number(hi))))
+    }
+
+    /// `CRC32` of each row's text, summed.
+    fn fingerprint(&self, t: &Table) -> Option<(RowHash, Vec<bool>, String)> {
+        let columns: Vec<(String, bool)> =
+            t.columns.iter().map(|c| c.fingerprinted(self.scope.zone)).collect::<Option<_>>()?;
+        let (values, text): (Vec<String>, Vec<bool>) = columns.into_iter().unzip();
+        let sql = format!("SELECT COUNT(*), SUM(CRC32(CONCAT_WS('|', {}))) FROM {}", values.join(", "), t.quoted());
+        Some((RowHash::Crc32, text, sql))
+    }
+
+    async fn scalars(&self, conn: &mut mysql_async::Conn, sql: &str) -> anyhow::Result<Vec<Option<String>>> {
+        let row: Option<mysql_async::Row> = conn.query_first(sql).await?;
+        let text = |v: Option<&mysql_async::Value>| match v {
+            None | Some(mysql_async::Value::NULL) => None,
+            Some(mysql_async::Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            Some(other) => Some(other.as_sql(true).trim_matches('\'').to_string()),
+        };
+        Ok(row.map(|r| (0..r.len()).map(|i| text(r.as_ref(i))).collect()).unwrap_or_default())
     }
 
     fn table(&self, def: &TableDef) -> anyhow::Result<Table> {

@@ -96,6 +96,34 @@ impl MysqlColumn {
         }
     }
 
+    /// The column as written in a row's [`Fingerprint`](crate::runtime::mirror::Fingerprint)
+    /// (inside `CONCAT_WS`), and whether it is text; none where the server's text is not how
+    /// Sluice writes the Doris value (floats, times, JSON, bits, bytes, text in other charsets).
+    /// `zone`: the source's `server_time_zone`, into whose wall time TIMESTAMPs are converted.
+    pub fn fingerprinted(&self, zone: Option<chrono_tz::Tz>) -> Option<(String, bool)> {
+        let quoted = format!("`{}`", self.name.replace('`', "``"));
+        let t = self.column_type.to_ascii_lowercase();
+        let utf8 = matches!(
+            self.charset.as_deref().map(str::to_ascii_lowercase).as_deref(),
+            Some("utf8mb4" | "utf8mb3" | "utf8" | "ascii")
+        );
+        let text = match t.split(['(', ' ']).next().unwrap_or_default() {
+            "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint" | "year" | "date" => false,
+            "decimal" | "numeric" | "fixed" if matches!(self.doris_type(), Ok(DorisType::Decimal { .. })) => false,
+            "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" if utf8 => true,
+            // As UTC wall time (the session's), unless the pipeline converts it to another zone.
+            "datetime" => false,
+            "timestamp" if zone.is_none() => false,
+            _ => return None,
+        };
+        let value = match (text, self.is_timestamp() || t.starts_with("datetime")) {
+            (true, _) => format!("CONCAT(LENGTH({quoted}), ':', {quoted})"),
+            (_, true) => format!("DATE_FORMAT({quoted}, '%Y-%m-%d %H:%i:%s.%f')"),
+            _ => quoted,
+        };
+        Some((if self.nullable { format!("IFNULL({value}, 'N')") } else { value }, text))
+    }
+
     /// The expression that selects the column as text of its Doris type: BIT as a number (its
     /// text protocol form is raw bytes), TIMESTAMP in UTC-free wall time as stored.
     pub fn select(&self) -> String {

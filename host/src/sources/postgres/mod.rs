@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
 
 use crate::pipeline::Checked;
-use crate::runtime::mirror::MirrorSource;
+use crate::runtime::mirror::{MirrorSource, RowHash};
 use crate::runtime::{Restartable, Source, SplitEnumerator};
 use crate::sources::cdc::{self, Dialect, Enumerator, LogState, Scope};
 use crate::sources::{StartupMode, is_zero};
@@ -827,6 +827,34 @@ impl Dialect for Postgres {
         let bounds = query(session, &sql).await?;
         let number = |i: usize| bounds.first().and_then(|r| r[i].as_deref()).and_then(|v| v.parse::<i64>().ok());
         Ok(number(0).zip(number(1)))
+    }
+
+    /// The first 32 bits of each row's text's MD5, summed.
+    fn fingerprint(&self, t: &Table) -> Option<(RowHash, Vec<bool>, String)> {
+        let columns: Vec<(String, bool)> =
+            t.columns.iter().map(|c| c.fingerprinted(self.scope.zone)).collect::<Option<_>>()?;
+        let (values, text): (Vec<String>, Vec<bool>) = columns.into_iter().unzip();
+        let row = format!("('x' || left(md5(concat_ws('|', {})), 8))::bit(32)::int", values.join(", "));
+        Some((RowHash::Md5, text, format!("SELECT count(*), sum({row}) FROM {}", t.quoted())))
+    }
+
+    /// Generated columns: logical replication does not carry their values (before PostgreSQL 18).
+    async fn unmirrored(&self, session: &mut tokio_postgres::Client, t: &Table) -> anyhow::Result<Vec<String>> {
+        let sql = format!(
+            "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = {}::regclass AND attnum > 0 \
+             AND NOT attisdropped AND attgenerated <> '' ORDER BY attnum",
+            literal(&t.quoted())
+        );
+        Ok(query(session, &sql)
+            .await?
+            .into_iter()
+            .filter_map(|row| row.into_iter().next().flatten())
+            .map(|c| format!("`{c}`: a generated column, which logical replication does not carry"))
+            .collect())
+    }
+
+    async fn scalars(&self, session: &mut tokio_postgres::Client, sql: &str) -> anyhow::Result<Vec<Option<String>>> {
+        Ok(query(session, sql).await?.into_iter().next().unwrap_or_default())
     }
 
     fn table(&self, def: &TableDef) -> anyhow::Result<Table> {

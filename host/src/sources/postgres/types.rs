@@ -68,6 +68,33 @@ impl PgColumn {
         })
     }
 
+    /// The column as written in a row's [`Fingerprint`](crate::runtime::mirror::Fingerprint)
+    /// (inside `concat_ws`), and whether it is text; none where PostgreSQL's text is not how Sluice
+    /// writes the Doris value (floats, times, booleans, JSON, arrays, bytes, padded `char`).
+    /// `zone`: the source's `server_time_zone`, into whose wall time TIMESTAMPTZs are converted.
+    pub fn fingerprinted(&self, zone: Option<chrono_tz::Tz>) -> Option<(String, bool)> {
+        let quoted = format!("\"{}\"", self.name.replace('"', "\"\""));
+        if self.array || self.enumerated {
+            return None;
+        }
+        let (value, text) = match self.type_name.as_str() {
+            "int2" | "int4" | "int8" => (format!("{quoted}::text"), false),
+            "numeric" if matches!(self.doris_type(), Ok(DorisType::Decimal { .. })) => {
+                (format!("{quoted}::text"), false)
+            }
+            "date" => (format!("to_char({quoted}, 'YYYY-MM-DD')"), false),
+            "timestamp" => (format!("to_char({quoted}, 'YYYY-MM-DD HH24:MI:SS.US')"), false),
+            "timestamptz" => {
+                let zone = zone.map_or("UTC", |z| z.name()).replace('\'', "''");
+                (format!("to_char({quoted} AT TIME ZONE '{zone}', 'YYYY-MM-DD HH24:MI:SS.US')"), false)
+            }
+            "varchar" | "text" => (format!("octet_length({quoted}) || ':' || {quoted}"), true),
+            "uuid" => (format!("'36:' || {quoted}"), true),
+            _ => return None,
+        };
+        Some((if self.nullable { format!("coalesce({value}, 'N')") } else { value }, text))
+    }
+
     /// The column's value as PostgreSQL prints it (session `TimeZone = UTC`, `bytea_output =
     /// hex`), as the text Doris gets: booleans as `true`/`false`, TIMESTAMPTZ as wall time in
     /// `zone`, BYTEA by `binary`, arrays as JSON arrays.

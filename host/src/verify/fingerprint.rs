@@ -1,0 +1,198 @@
+//! Doris' rows of a range as the [`Fingerprint`] the source's server computes of its own.
+
+use std::io::Write;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{self as types, DataType, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use md5::Digest;
+
+use crate::runtime::mirror::{Fingerprint, RowHash};
+
+/// The rows and hash sum of `batches` (Doris' columns, cast to `schema`'s types) written and
+/// hashed as `like` says; none when a column's type has no such text (then rows are compared).
+pub(super) fn of(batches: &[RecordBatch], schema: &SchemaRef, like: &Fingerprint) -> Option<(u64, i128)> {
+    if like.text.len() != schema.fields().len() {
+        return None;
+    }
+    let (mut rows, mut sum) = (0u64, 0i128);
+    let mut line = Vec::with_capacity(256);
+    for batch in batches {
+        if batch.num_columns() != schema.fields().len() {
+            return None;
+        }
+        let columns: Vec<ArrayRef> = batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| match c.data_type() == f.data_type() {
+                true => Some(c.clone()),
+                false => arrow::compute::cast(c, f.data_type()).ok(),
+            })
+            .collect::<Option<_>>()?;
+        let writers: Vec<Writer> = columns.iter().map(|c| Writer::of(c.as_ref())).collect::<Option<_>>()?;
+        for row in 0..batch.num_rows() {
+            line.clear();
+            for (i, (column, writer)) in columns.iter().zip(&writers).enumerate() {
+                if i > 0 {
+                    line.push(b'|');
+                }
+                if column.is_null(row) {
+                    line.push(b'N');
+                } else {
+                    writer.write(column.as_ref(), row, like.text[i], &mut line);
+                }
+            }
+            sum += hash(like.hash, &line);
+            rows += 1;
+        }
+    }
+    Some((rows, sum))
+}
+
+fn hash(kind: RowHash, line: &[u8]) -> i128 {
+    match kind {
+        RowHash::Crc32 => crc32fast::hash(line) as i128,
+        RowHash::Md5 => {
+            let digest = md5::Md5::digest(line);
+            i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) as i128
+        }
+    }
+}
+
+/// How a column's values are written: as the servers print them.
+#[derive(Clone, Copy)]
+enum Writer {
+    Int,
+    Decimal(u32),
+    Text,
+    Date,
+    /// Wall time to the microsecond.
+    Timestamp,
+}
+
+impl Writer {
+    fn of(column: &dyn Array) -> Option<Writer> {
+        Some(match column.data_type() {
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64 => Writer::Int,
+            DataType::Decimal128(_, s) if *s >= 0 => Writer::Decimal(*s as u32),
+            DataType::Utf8 | DataType::LargeUtf8 => Writer::Text,
+            DataType::Date32 => Writer::Date,
+            DataType::Timestamp(_, None) => Writer::Timestamp,
+            _ => return None,
+        })
+    }
+
+    fn write(self, column: &dyn Array, row: usize, counted: bool, line: &mut Vec<u8>) {
+        let _ = match self {
+            Writer::Int => {
+                let mut digits = itoa::Buffer::new();
+                let text = match column.data_type() {
+                    DataType::Int8 => digits.format(column.as_primitive::<types::Int8Type>().value(row)),
+                    DataType::Int16 => digits.format(column.as_primitive::<types::Int16Type>().value(row)),
+                    DataType::Int32 => digits.format(column.as_primitive::<types::Int32Type>().value(row)),
+                    DataType::Int64 => digits.format(column.as_primitive::<types::Int64Type>().value(row)),
+                    DataType::UInt8 => digits.format(column.as_primitive::<types::UInt8Type>().value(row)),
+                    DataType::UInt16 => digits.format(column.as_primitive::<types::UInt16Type>().value(row)),
+                    DataType::UInt32 => digits.format(column.as_primitive::<types::UInt32Type>().value(row)),
+                    _ => digits.format(column.as_primitive::<types::UInt64Type>().value(row)),
+                };
+                line.extend_from_slice(text.as_bytes());
+                Ok(())
+            }
+            Writer::Decimal(scale) => {
+                let v = column.as_primitive::<types::Decimal128Type>().value(row);
+                let unit = 10u128.pow(scale);
+                let sign = if v < 0 { "-" } else { "" };
+                let (whole, fraction) = (v.unsigned_abs() / unit, v.unsigned_abs() % unit);
+                match scale {
+                    0 => write!(line, "{sign}{whole}"),
+                    s => write!(line, "{sign}{whole}.{fraction:0width$}", width = s as usize),
+                }
+            }
+            Writer::Text => {
+                let text = match column.data_type() {
+                    DataType::LargeUtf8 => column.as_string::<i64>().value(row),
+                    _ => column.as_string::<i32>().value(row),
+                };
+                if counted {
+                    let _ = write!(line, "{}:", text.len());
+                }
+                line.extend_from_slice(text.as_bytes());
+                Ok(())
+            }
+            Writer::Timestamp => {
+                let micros = match column.data_type() {
+                    DataType::Timestamp(types::TimeUnit::Second, _) => {
+                        column.as_primitive::<types::TimestampSecondType>().value(row).checked_mul(1_000_000)
+                    }
+                    DataType::Timestamp(types::TimeUnit::Millisecond, _) => {
+                        column.as_primitive::<types::TimestampMillisecondType>().value(row).checked_mul(1_000)
+                    }
+                    DataType::Timestamp(types::TimeUnit::Microsecond, _) => {
+                        Some(column.as_primitive::<types::TimestampMicrosecondType>().value(row))
+                    }
+                    _ => Some(column.as_primitive::<types::TimestampNanosecondType>().value(row) / 1_000),
+                };
+                match micros.and_then(chrono::DateTime::from_timestamp_micros) {
+                    Some(t) => write!(line, "{}", t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f")),
+                    None => write!(line, "?"),
+                }
+            }
+            Writer::Date => match column.as_primitive::<types::Date32Type>().value_as_date(row) {
+                Some(d) => write!(line, "{}", d.format("%Y-%m-%d")),
+                None => write!(line, "?"),
+            },
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Date32Array, Decimal128Array, Int64Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn rows_are_written_as_the_servers_print_them() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("amount", DataType::Decimal128(12, 2), true),
+            Field::new("day", DataType::Date32, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![7, -1])),
+                Arc::new(StringArray::from(vec![Some("a|b ✓"), None])),
+                Arc::new(Decimal128Array::from(vec![Some(-5), None]).with_precision_and_scale(12, 2).unwrap()),
+                Arc::new(Date32Array::from(vec![Some(19_723), None])),
+            ],
+        )
+        .unwrap();
+        let like = |hash| Fingerprint { hash, text: vec![false, true, false, false], rows: 0, sum: 0 };
+        // MariaDB: SELECT CRC32('7|7:a|b ✓|-0.05|2024-01-01'), CRC32('-1|N|N|N')
+        assert_eq!(
+            of(std::slice::from_ref(&batch), &schema, &like(RowHash::Crc32)),
+            Some((2, 2_775_950_336 + 3_680_880_665))
+        );
+        // PostgreSQL: SELECT ('x' || left(md5('-1|N|N|N'), 8))::bit(32)::int
+        assert_eq!(of(&[batch.slice(1, 1)], &schema, &like(RowHash::Md5)), Some((1, -1_519_789_678)));
+        let floats = Arc::new(Schema::new(vec![Field::new("f", DataType::Float64, false)]));
+        let batch =
+            RecordBatch::try_new(floats.clone(), vec![Arc::new(arrow::array::Float64Array::from(vec![1.5]))]).unwrap();
+        let one = Fingerprint { hash: RowHash::Crc32, text: vec![false], rows: 0, sum: 0 };
+        assert_eq!(of(&[batch], &floats, &one), None, "a float has no text both sides write alike");
+    }
+}
