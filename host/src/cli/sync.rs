@@ -12,9 +12,10 @@ use clap::Args;
 /// The flags of CdcTools' `mysql-sync-database`.
 #[derive(Debug, Args)]
 pub struct SyncArgs {
-    /// The Doris database the tables go to.
+    /// The Doris database the tables go to; without it, each table goes to a database of its
+    /// source database's name (or schema's).
     #[arg(long)]
-    database: String,
+    database: Option<String>,
     /// The pipeline's name (Flink's job name); default `mysql-sync-<database>` or
     /// `postgres-sync-<database>`.
     #[arg(long)]
@@ -294,7 +295,7 @@ fn pipeline(origin: Origin, args: &SyncArgs, secrets: bool) -> anyhow::Result<St
     let mut doris = toml::Table::new();
     let mut sink = toml::Table::new();
     sink.insert("type".into(), "doris".into());
-    sink.insert("database".into(), args.database.clone().into());
+    sink.insert("database".into(), args.database.clone().unwrap_or_else(|| "{db}".into()).into());
     if !args.table_prefix.is_empty() {
         sink.insert("table_prefix".into(), args.table_prefix.clone().into());
     }
@@ -367,7 +368,8 @@ fn pipeline(origin: Origin, args: &SyncArgs, secrets: bool) -> anyhow::Result<St
     }
 
     let mut section = toml::Table::new();
-    let name = args.job_name.clone().unwrap_or_else(|| format!("{}-sync-{}", origin.name(), args.database));
+    let named = args.database.clone().or_else(|| source.get("database").and_then(|d| d.as_str()).map(str::to_string));
+    let name = args.job_name.clone().unwrap_or_else(|| format!("{}-sync-{}", origin.name(), named.unwrap_or_default()));
     let name: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     section.insert("name".into(), name.into());
@@ -535,6 +537,21 @@ mod tests {
         assert_eq!(sink.table_properties.get("replication_num").map(String::as_str), Some("1"));
         // Running it keeps the passwords given.
         assert!(pipeline(Origin::Mysql, &args(SEED), true).unwrap().contains("password = \"123456\""));
+    }
+
+    #[test]
+    fn without_database_each_source_database_goes_to_a_doris_database_of_its_name() {
+        let line = "--mysql-conf hostname=h --mysql-conf database-name=shop_\\d+|crm --sink-conf fenodes=f:8030";
+        let p = crate::pipeline::load_str(
+            std::path::Path::new("p.toml"),
+            &pipeline(Origin::Mysql, &args(line), false).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(p.pipeline.name, "mysql-sync-shop__d__crm");
+        let source: &crate::sources::mysql::MysqlSource = p.source[0].config.as_any().downcast_ref().unwrap();
+        assert_eq!(source.database, "shop_\\d+|crm");
+        let sink: &crate::sinks::doris::DorisSink = p.sink[0].config.as_any().downcast_ref().unwrap();
+        assert_eq!(sink.database.as_deref(), Some("{db}"));
     }
 
     #[test]

@@ -1326,3 +1326,51 @@ async fn verify_agrees_by_fingerprint_and_compares_the_rows_of_a_range_that_diff
     assert_eq!(report.counts(), (120_000, 119_999, 70_000, 1), "{report:?}");
     assert_eq!(report.0["samples"][0]["key"], "id=70000", "{report:?}");
 }
+
+/// `database` as a regex (Flink CDC's `database-name`): the tables of every matching database are
+/// read — their snapshot, their binlog changes, a table created in one of them while running —
+/// each into a Doris database named after its own (`database = "ods_{db}"`), so tables of the same
+/// name stay apart; a database the pattern does not match is left alone. `sluice verify` compares
+/// them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_databases_by_pattern_sync_each_into_a_doris_database_of_its_name() {
+    use crate::common::Background;
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE shop_1; CREATE DATABASE shop_2; CREATE DATABASE other; \
+         CREATE TABLE shop_1.orders (id INT PRIMARY KEY, v VARCHAR(8)); CREATE TABLE shop_2.orders (id INT PRIMARY KEY, v VARCHAR(8)); \
+         CREATE TABLE other.orders (id INT PRIMARY KEY, v VARCHAR(8)); \
+         INSERT INTO shop_1.orders VALUES (1, 'a'); INSERT INTO shop_2.orders VALUES (1, 'b'), (2, 'c'); INSERT INTO other.orders VALUES (9, 'x')",
+    );
+    let doris = Doris::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"shops\"\ncheckpoint_interval = \"300ms\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = 'shop_\\d+'\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods_{{db}}\"\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let mut run = Background::start(&path);
+    run.until(60, "the binlog", |r| r.log().contains("following the binlog")).await;
+    maria.sql(
+        "INSERT INTO shop_1.orders VALUES (2, 'd'); UPDATE shop_2.orders SET v = 'e' WHERE id = 1; \
+         CREATE TABLE shop_2.fresh (id INT PRIMARY KEY); INSERT INTO shop_2.fresh VALUES (5); INSERT INTO other.orders VALUES (10, 'y')",
+    );
+    for (db, table) in [("shop_1", "orders"), ("shop_2", "orders"), ("shop_2", "fresh")] {
+        let (source, target) =
+            (format!("SELECT * FROM {db}.{table} ORDER BY id"), format!("SELECT * FROM ods_{db}.{table} ORDER BY id"));
+        converges(&maria, &doris, &source, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{db}.{table}: {e}\n{}", run.log()));
+    }
+    assert_eq!(doris.sql("SELECT v FROM ods_shop_2.orders ORDER BY id"), ["e", "c"]);
+    assert!(doris.sql("SHOW DATABASES").iter().all(|d| !d.contains("other")), "{:?}", doris.sql("SHOW DATABASES"));
+    let (ok, out) = verify(&path, &[]).await;
+    assert!(ok && out.contains("verify: 3 tables, 5 rows: the copy equals the source"), "{out}");
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+}

@@ -37,7 +37,9 @@ pub struct DorisSink {
     pub table: Option<String>,
     /// Instead of `table`: every source table goes to its own table of this database, named
     /// `table_prefix` + the source table's name + `table_suffix` (the connector's
-    /// `--database`, `--table-prefix`, `--table-suffix`), created when missing.
+    /// `--database`, `--table-prefix`, `--table-suffix`), created when missing. `{db}` stands
+    /// for the source table's database (or schema): `"{db}"` keeps each table in a database of
+    /// its source's name, as the connector does without `--database`.
     pub database: Option<String>,
     #[serde(default)]
     pub table_prefix: String,
@@ -55,7 +57,9 @@ pub struct DorisSink {
     pub table_partitions: Option<String>,
     /// Source tables whose rows go to one table (the connector's `--multi-to-one-origin` /
     /// `--multi-to-one-target`): `[[sink.route]] origin = "order_\\d+"`, `target = "orders"`; the
-    /// first whose `origin` matches the whole source table name wins.
+    /// first whose `origin` matches the whole source table name (or its whole `db.table`) wins.
+    /// `target` may use the origin's groups (`$1`, `${name}`) and name a database
+    /// (`"ods_$1.$2"` for `origin = "(app_\\w+)\\.(.*)"`).
     #[serde(default)]
     pub route: Vec<Route>,
     /// `schema_change.*`: how schema changes reach the tables.
@@ -226,7 +230,10 @@ impl SinkConfig for DorisSink {
     fn reach(&self, file: &PipelineFile) -> Result<crate::pipeline::Reach, String> {
         let mut reach = crate::pipeline::doris_reach(file, self.connection.as_deref())?;
         reach.writes.extend(self.table.clone());
-        reach.writes.extend(self.database.as_ref().map(|d| format!("{d}.*")));
+        // Where the databases written depend on the source's, any.
+        let anywhere = self.database.as_ref().is_some_and(|d| d.contains("{db}"))
+            || self.route.iter().any(|r| r.target.contains('.'));
+        reach.writes.extend(self.database.as_ref().map(|d| if anywhere { "*.*".into() } else { format!("{d}.*") }));
         Ok(reach)
     }
 
@@ -250,8 +257,11 @@ impl SinkConfig for DorisSink {
                 return Err(("sink.table".into(), format!("expected `db.table`, got {t:?}")));
             }
             (Some(_), None) => {}
-            (None, Some(d)) if d.is_empty() || d.contains('.') => {
-                return Err(("sink.database".into(), format!("expected a database name, got {d:?}")));
+            (None, Some(d)) if d.is_empty() || d.contains('.') || d.replace("{db}", "").contains(['{', '}']) => {
+                return Err((
+                    "sink.database".into(),
+                    format!("expected a database name (`{{db}}` for the source table's database), got {d:?}"),
+                ));
             }
             (None, Some(_)) => {}
             (Some(_), Some(_)) => {
@@ -384,14 +394,20 @@ impl TableNames {
         }
     }
 
-    /// `database.<target>` of the first route whose origin matches the source table `db.name`
-    /// (or `name`), else `database.<prefix><name><suffix>`.
+    /// The target of the first route whose origin matches the source table `db.name` (or
+    /// `name`), its groups filled in (in `database` unless it names one), else
+    /// `database.<prefix><name><suffix>`; `{db}` in `database` is the source table's `db`.
     fn of(&self, table: &TableId) -> String {
-        let name = table.as_str().rsplit_once('.').map_or(table.as_str(), |(_, n)| n);
-        match self.routes.iter().find(|(re, _)| re.is_match(name)) {
-            Some((_, target)) => format!("{}.{target}", self.database),
-            None => format!("{}.{}{name}{}", self.database, self.prefix, self.suffix),
+        let (db, name) = table.as_str().rsplit_once('.').unwrap_or(("", table.as_str()));
+        let database = self.database.replace("{db}", db);
+        for (re, target) in &self.routes {
+            if let Some(found) = re.captures(table.as_str()).or_else(|| re.captures(name)) {
+                let mut to = String::new();
+                found.expand(target, &mut to);
+                return if to.contains('.') { to } else { format!("{database}.{to}") };
+            }
         }
+        format!("{database}.{}{name}{}", self.prefix, self.suffix)
     }
 }
 
@@ -680,5 +696,29 @@ impl SinkWriter for DorisSinkWriter {
 
     async fn tick(&mut self) -> anyhow::Result<()> {
         self.writer.tick().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(database: &str, routes: &[(&str, &str)]) -> TableNames {
+        let routes =
+            routes.iter().map(|(o, t)| (regex::Regex::new(&format!("^(?:{o})$")).unwrap(), t.to_string())).collect();
+        TableNames { database: database.into(), prefix: "p_".into(), suffix: String::new(), routes }
+    }
+
+    #[test]
+    fn tables_of_several_source_databases_are_routed_by_their_database() {
+        let t = |id: &str| TableId::new(id);
+        // Each source database to a Doris database of its name, or of a name made from it.
+        assert_eq!(names("{db}", &[]).of(&t("app_1.orders")), "app_1.p_orders");
+        assert_eq!(names("ods_{db}", &[]).of(&t("app_2.orders")), "ods_app_2.p_orders");
+        // Routes match the table's name (as before), or its `db.table`, with groups.
+        let routed = names("ods", &[("order_\\d+", "orders"), ("(app_\\d+)\\.(users)", "crm.${2}_$1")]);
+        assert_eq!(routed.of(&t("app_1.order_7")), "ods.orders");
+        assert_eq!(routed.of(&t("app_1.users")), "crm.users_app_1");
+        assert_eq!(routed.of(&t("app_1.items")), "ods.p_items");
     }
 }

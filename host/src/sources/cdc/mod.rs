@@ -64,7 +64,10 @@ impl BinaryHandling {
 /// are shown.
 #[derive(Debug)]
 pub(crate) struct Scope {
+    /// As written: one name, or (MySQL's `database`) a regex of names.
     pub namespace: String,
+    /// `namespace` as a regex matched against whole names, where it is one.
+    namespaces: Option<regex::Regex>,
     include: regex::Regex,
     exclude: Option<regex::Regex>,
     pub binary: BinaryHandling,
@@ -75,18 +78,30 @@ pub(crate) struct Scope {
 
 impl Scope {
     /// The scope of a source's options, or the key at fault and why.
+    /// `pattern`: `namespace` is a regex of names (MySQL's `database`, as Flink CDC's
+    /// `database-name`), else one name.
     pub fn new(
         namespace: &str,
+        pattern: bool,
         tables: &TablePatterns<'_>,
         binary: BinaryHandling,
         zone: Option<chrono_tz::Tz>,
     ) -> Result<Scope, (String, String)> {
         let (include, exclude) = tables.compile()?;
-        Ok(Scope { namespace: namespace.to_string(), include, exclude, binary, zone })
+        let namespaces = pattern.then(|| crate::sources::regex("source.database", namespace)).transpose()?;
+        Ok(Scope { namespace: namespace.to_string(), namespaces, include, exclude, binary, zone })
+    }
+
+    /// Whether tables of namespace `namespace` may be followed.
+    pub fn covers_namespace(&self, namespace: &str) -> bool {
+        match &self.namespaces {
+            Some(re) => re.is_match(namespace),
+            None => namespace == self.namespace,
+        }
     }
 
     pub fn covers(&self, namespace: &str, name: &str) -> bool {
-        namespace == self.namespace
+        self.covers_namespace(namespace)
             && self.include.is_match(name)
             && !self.exclude.as_ref().is_some_and(|x| x.is_match(name))
     }
@@ -499,6 +514,9 @@ macro_rules! cdc_source {
             fn validate(&self, file: &crate::pipeline::PipelineFile) -> crate::pipeline::Checked {
                 self.server(file)?;
                 self.check()?;
+                if Self::NAMESPACE_PATTERN {
+                    crate::sources::regex("source.database", self.namespace())?;
+                }
                 self.patterns().validate()
             }
 
@@ -511,8 +529,14 @@ macro_rules! cdc_source {
                 let key = format!("connections.{}", self.connection);
                 let password = server.password(&key)?;
                 let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
-                let scope = crate::sources::cdc::Scope::new(self.namespace(), &self.patterns(), self.binary_handling, zone)
-                    .map_err(|(_, m)| anyhow::anyhow!(m))?;
+                let scope = crate::sources::cdc::Scope::new(
+                    self.namespace(),
+                    Self::NAMESPACE_PATTERN,
+                    &self.patterns(),
+                    self.binary_handling,
+                    zone,
+                )
+                .map_err(|(_, m)| anyhow::anyhow!(m))?;
                 let mode = self.scan.startup.mode.unless_schema_only(self.schema_only);
                 let scope = std::sync::Arc::new(scope);
                 let progress = std::sync::Arc::new(crate::sources::cdc::progress::Progress::new(name));

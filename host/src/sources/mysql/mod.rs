@@ -110,6 +110,10 @@ impl MysqlSource {
         Ok(())
     }
 
+    /// `database` is a regex of database names (Flink CDC's `database-name`): one name matches
+    /// itself.
+    const NAMESPACE_PATTERN: bool = true;
+
     fn namespace(&self) -> &str {
         &self.database
     }
@@ -187,16 +191,17 @@ fn quote(name: &str) -> String {
 }
 
 async fn discover(pool: &mysql_async::Pool, scope: &Scope) -> anyhow::Result<Vec<Table>> {
-    let db = scope.namespace.as_str();
     let mut conn = pool.get_conn().await.map_err(Restartable::caused_by)?;
-    let names: Vec<String> = conn
-        .exec(
-            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
-            (db,),
+    let names: Vec<(String, String)> = conn
+        .query(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' \
+             AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') \
+             ORDER BY TABLE_SCHEMA, TABLE_NAME",
         )
         .await?;
     let mut tables = Vec::new();
-    for name in names.into_iter().filter(|n| scope.covers(db, n)) {
+    for (db, name) in names.into_iter().filter(|(db, n)| scope.covers(db, n)) {
+        let db = db.as_str();
         let rows: Vec<(String, String, String, Option<String>)> = conn
             .exec(
                 "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",

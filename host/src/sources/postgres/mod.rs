@@ -137,6 +137,9 @@ impl PostgresSource {
         Ok(())
     }
 
+    /// One schema.
+    const NAMESPACE_PATTERN: bool = false;
+
     fn namespace(&self) -> &str {
         &self.schema
     }
