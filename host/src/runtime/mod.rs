@@ -314,6 +314,9 @@ async fn start_workers(
             routes: p.sinks.iter().map(|s| s.component.claims().map(str::to_string)).collect(),
             sink_names: p.all_sinks().map(|s| s.name.clone()).collect(),
             acks: ack_tx.clone(),
+            checkpoint_now: now_tx.clone(),
+            triggers: trigger_rx.clone(),
+            answered: last_id,
             stats: p.stats.clone(),
             dead_letter: p.dead_letter.as_ref().map(|_| worker::DeadLetters {
                 pipeline: p.name.clone(),

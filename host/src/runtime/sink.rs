@@ -78,6 +78,12 @@ pub trait SinkWriter: Send {
         Vec::new()
     }
 
+    /// Whether the sink wants a checkpoint now (to commit what it holds open), asked after each
+    /// write: the worker asks for one and sends it no more rows until one is under way.
+    fn wants_checkpoint(&self) -> bool {
+        false
+    }
+
     /// Whether [`SinkWriter::tick`] should be called regularly.
     fn wants_ticks(&self) -> bool {
         false

@@ -211,6 +211,12 @@ pub(super) struct Worker {
     /// Per sink (the dead-letter target last): its name in the pipeline.
     pub sink_names: Vec<String>,
     pub acks: mpsc::UnboundedSender<Ack>,
+    /// Asks the coordinator for a checkpoint now (a sink wants to commit what it holds).
+    pub checkpoint_now: mpsc::UnboundedSender<()>,
+    /// The checkpoints the coordinator has begun.
+    pub triggers: watch::Receiver<Trigger>,
+    /// The last barrier this worker answered.
+    pub answered: u64,
     pub stats: Arc<Stats>,
     /// Where rows that cannot be delivered go, when the pipeline has a `[dead_letter]`.
     pub dead_letter: Option<DeadLetters>,
@@ -294,6 +300,7 @@ impl Worker {
                     self.writers[sink].schema_change(&out).await?;
                 }
                 Step::Message(Some(Message::Barrier { id, position, exhausted })) => {
+                    self.answered = id;
                     self.drain(&mut chains, &mut in_flight).await?;
                     let transform_states = self.snapshot(&chains);
                     let committables = self.prepare_commits(id).await?;
@@ -406,13 +413,29 @@ impl Worker {
         target.and_then(|t| self.routes.iter().position(|r| r.as_deref() == Some(t))).unwrap_or(0)
     }
 
+    /// A sink wants a checkpoint: ask for one, and take no more rows until one beyond the last
+    /// barrier answered is under way (the batches before its barrier are then few). A pending
+    /// one counts: its barrier is still on its way here.
+    async fn await_checkpoint(&mut self) {
+        let _ = self.checkpoint_now.send(());
+        while self.triggers.borrow_and_update().id <= self.answered {
+            if self.triggers.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     async fn write(&mut self, table: &TableId, batches: Vec<Batch>) -> anyhow::Result<()> {
         let rows: usize = batches.iter().map(Batch::num_rows).sum();
         self.stats.rows_transformed.fetch_add(rows as u64, Ordering::Relaxed);
         let mut refused = 0;
         for b in &batches {
             let sink = self.route(b.table.as_deref());
-            let Err(e) = self.writers[sink].write(table, b).await else { continue };
+            let written = self.writers[sink].write(table, b).await;
+            if self.writers[sink].wants_checkpoint() {
+                self.await_checkpoint().await;
+            }
+            let Err(e) = written else { continue };
             // A sink that refuses a batch's table: with a dead-letter target, its rows go there.
             let (Some(dl), Some(why)) = (self.dead_letter.as_mut(), dead_letter::refused_batch(&e)) else {
                 return Err(e);

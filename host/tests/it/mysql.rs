@@ -1374,3 +1374,47 @@ async fn several_databases_by_pattern_sync_each_into_a_doris_database_of_its_nam
     let (code, log) = run.stop().await;
     assert_eq!(code, Some(0), "{log}");
 }
+
+/// A transaction that touches more tables than Doris lets a database hold loads open for
+/// (`max_running_txn_num_per_db`, here 12): the sink keeps its loads under
+/// `max_running_txns_per_db` by asking for checkpoints early (their commits free room), so every
+/// table gets its row where holding a load per table until the interval's checkpoint would have
+/// been refused (`current running txns on db … larger than limit 12`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_tables_than_doris_running_transactions_limit_are_loaded_under_it() {
+    use crate::common::Background;
+    const TABLES: usize = 30;
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    let create: Vec<String> = (0..TABLES)
+        .map(|i| format!("CREATE TABLE app.t{i} (id INT PRIMARY KEY, v INT); INSERT INTO app.t{i} VALUES (0, 0)"))
+        .collect();
+    maria.sql(&format!("CREATE DATABASE app; {}", create.join("; ")));
+    let doris =
+        Doris::start_with(doris_lite::Config { max_running_txn_per_db: 12, ..doris_lite::Config::ephemeral() }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"wide\"\ncheckpoint_interval = \"5s\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\nmax_running_txns_per_db = 12\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    let mut run = Background::start(&path);
+    run.until(90, "the binlog", |r| r.log().contains("following the binlog")).await;
+    // One transaction, a row in every table: a load per table in one checkpoint interval.
+    let rows: Vec<String> = (0..TABLES).map(|i| format!("INSERT INTO app.t{i} VALUES (1, {i})")).collect();
+    maria.sql(&format!("BEGIN; {}; COMMIT", rows.join("; ")));
+    let union: Vec<String> = (0..TABLES).map(|i| format!("SELECT {i} AS t, count(*) AS n FROM ods.t{i}")).collect();
+    let target = format!("SELECT sum(n) FROM ({}) x", union.join(" UNION ALL "));
+    let want = (2 * TABLES).to_string();
+    run.until(30, "a row in every table", |r| {
+        assert!(!r.log().contains("larger than limit"), "Doris refused a load: {}", r.log());
+        doris.sql(&target) == [want.as_str()]
+    })
+    .await;
+    let (code, log) = run.stop().await;
+    assert_eq!(code, Some(0), "{log}");
+}

@@ -36,6 +36,8 @@ pub struct LabelEntry {
 
 /// Commits of one Doris sink.
 pub struct DorisCommitter {
+    /// What the sink's loads hold in Doris: a commit frees it.
+    pub(crate) txns: Arc<super::budget::TxnBudget>,
     pub client: FeClient,
     pub journal: Arc<Journal>,
     /// Commits tried again after a failure.
@@ -121,6 +123,7 @@ impl Committer for DorisCommitter {
         let groups = tables.into_iter().map(|group| async move {
             for t in group {
                 self.commit_one(t).await?;
+                self.txns.release(&t.db, id, 1);
             }
             Ok::<(), anyhow::Error>(())
         });

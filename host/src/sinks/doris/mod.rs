@@ -2,6 +2,7 @@
 //! to checkpoints ([`writer`], [`committer`]), or batch mode; tables created or altered as schema
 //! changes reach it ([`schema`]).
 
+pub(crate) mod budget;
 pub mod committer;
 pub(crate) mod mirror;
 pub mod schema;
@@ -101,6 +102,12 @@ pub struct DorisSink {
     /// least recently written.
     #[serde(default = "default_max_open_loads")]
     pub max_open_loads: u32,
+    /// Doris transactions the sink holds open at once per database, over all its writers (each
+    /// load is one until it commits: with 2PC, until its checkpoint completes); keep it at or
+    /// under Doris' `max_running_txn_num_per_db` (default 100). At half of it a checkpoint is
+    /// taken early.
+    #[serde(default = "default_max_running_txns")]
+    pub max_running_txns_per_db: u32,
 }
 
 /// `[[sink.route]]`
@@ -128,6 +135,10 @@ pub struct SchemaChangeOptions {
 
 fn default_max_open_loads() -> u32 {
     64
+}
+
+fn default_max_running_txns() -> u32 {
+    100
 }
 
 fn default_true() -> bool {
@@ -287,6 +298,9 @@ impl SinkConfig for DorisSink {
         if self.max_open_loads == 0 {
             return Err(("sink.max_open_loads".into(), "must be at least 1".into()));
         }
+        if self.max_running_txns_per_db == 0 {
+            return Err(("sink.max_running_txns_per_db".into(), "must be at least 1".into()));
+        }
         SinkSettings::new(self, "sluice", std::time::Duration::from_secs(1))?;
         self.rules()?;
         self.names()?;
@@ -298,6 +312,8 @@ impl SinkConfig for DorisSink {
         let mut settings = SinkSettings::new(self, &ctx.default_label_prefix(), conn.section.request_read_timeout.0)
             .map_err(|(key, msg)| anyhow::anyhow!("{key}: {msg}"))?;
         settings.load_permits = ctx.confinement.as_ref().and_then(|c| c.loads.clone());
+        let workers = ctx.pipeline.pipeline.parallelism as usize;
+        settings.txns = Arc::new(budget::TxnBudget::new(self.max_running_txns_per_db as usize, workers));
         // Rows Doris filters go to the pipeline's dead-letter target (not its own, if it is this).
         settings.dead_letters = ctx.pipeline.dead_letter.is_some() && name != "dead_letter";
         let journal = Arc::new(ctx.state.journal(name)?);
@@ -305,6 +321,7 @@ impl SinkConfig for DorisSink {
         let _ = metrics.loads.durations.set(ctx.stats.timings.load.clone());
         ctx.stats.register(metrics.clone());
         let committer = DorisCommitter {
+            txns: settings.txns.clone(),
             client: conn.client.clone(),
             journal: journal.clone(),
             commit_retries: metrics.commit_retries.clone(),
@@ -467,6 +484,7 @@ impl Sink for DorisTarget {
     }
 
     async fn writer(&self, ctx: WriterContext) -> anyhow::Result<Box<dyn SinkWriter>> {
+        self.settings.txns.begin_run(ctx.run);
         let w = DorisWriter::new(
             self.settings.clone(),
             self.conn.client.clone(),
@@ -681,7 +699,10 @@ impl SinkWriter for DorisSinkWriter {
     }
 
     async fn prepare_commit(&mut self, checkpoint: u64) -> anyhow::Result<serde_json::Value> {
+        let epoch = self.writer.checkpoint();
         let txns = self.writer.prepare_commit().await?;
+        // The loads' transactions commit with checkpoint `checkpoint`.
+        self.writer.settings().txns.rekey(epoch, checkpoint);
         self.writer.resume_at(checkpoint + 1);
         Ok(serde_json::to_value(txns)?)
     }
@@ -692,6 +713,10 @@ impl SinkWriter for DorisSinkWriter {
 
     fn wants_ticks(&self) -> bool {
         self.writer.wants_ticks()
+    }
+
+    fn wants_checkpoint(&self) -> bool {
+        self.writer.settings().txns.crowded()
     }
 
     async fn tick(&mut self) -> anyhow::Result<()> {

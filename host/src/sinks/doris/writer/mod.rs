@@ -228,6 +228,10 @@ impl DorisWriter {
         match (done.txn.take(), sent) {
             (Some(txn), Some(sent)) if done.filtered > 0 => self.set_aside(target, txn, sent, with_sign).await,
             (txn, _) => {
+                if txn.is_none() {
+                    // Committed (or refused) as it ended: its transaction is over.
+                    settings.txns.release(db, self.checkpoint, 1);
+                }
                 if done.filtered > 0 && settings.dead_letters {
                     self.letters_from_log(&done).await;
                 }
@@ -485,6 +489,8 @@ impl DorisWriter {
         permit: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> anyhow::Result<()> {
         let settings = self.settings.clone();
+        let db = self.tables[target].db.clone();
+        settings.txns.take(&db, self.checkpoint).await?;
         let ts = self.tables.get_mut(target).expect("looked up before");
         let label = (!settings.group_commit)
             .then(|| settings.label(&ts.db, &ts.table, self.worker, self.checkpoint, self.run, ts.seq));
@@ -625,6 +631,15 @@ impl DorisWriter {
             batch_load(&client, &metrics, &settings, &db, &table, label.as_deref(), &headers, body).await
         });
         Ok(())
+    }
+
+    /// The checkpoint the rows written now belong to.
+    pub fn checkpoint(&self) -> u64 {
+        self.checkpoint
+    }
+
+    pub fn settings(&self) -> &SinkSettings {
+        &self.settings
     }
 
     /// Rows written from now on belong to checkpoint `checkpoint` at the earliest (a cluster's

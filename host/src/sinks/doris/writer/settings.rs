@@ -42,6 +42,8 @@ pub struct SinkSettings {
     pub load_permits: Option<Arc<tokio::sync::Semaphore>>,
     /// The pipeline has a dead-letter target: rows Doris filters out of a load go there.
     pub dead_letters: bool,
+    /// The Doris transactions the sink's loads hold per database (`max_running_txns_per_db`).
+    pub(crate) txns: Arc<crate::sinks::doris::budget::TxnBudget>,
 }
 
 /// The label grammar of Doris: `^[-_A-Za-z0-9:]{1,128}$`.
@@ -137,6 +139,7 @@ impl SinkSettings {
             max_open_loads: cfg.max_open_loads.max(1) as usize,
             load_permits: None,
             dead_letters: false,
+            txns: Arc::new(crate::sinks::doris::budget::TxnBudget::new(cfg.max_running_txns_per_db as usize, 1)),
         })
     }
 
