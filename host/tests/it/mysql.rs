@@ -640,6 +640,30 @@ fn startup_pipeline(dir: &std::path::Path, maria: &MariaDb, doris: &Doris, db: &
     path
 }
 
+/// A pipeline `name` (checkpoint every `interval`) from MariaDB's `database` (as written in TOML)
+/// into a Doris sink with `sink` keys, started in the background once the binlog is followed.
+async fn follow_into_doris(
+    dir: &std::path::Path,
+    maria: &MariaDb,
+    doris: &Doris,
+    (name, interval): (&str, &str),
+    database: &str,
+    sink: &str,
+) -> (PathBuf, crate::common::Background) {
+    let text = format!(
+        "[pipeline]\nname = \"{name}\"\ncheckpoint_interval = \"{interval}\"\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n[doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = {database}\n\n\
+         [[sink]]\ntype = \"doris\"\n{sink}\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir, &text);
+    let mut run = crate::common::Background::start(&path);
+    run.until(90, "the binlog", |r| r.log().contains("following the binlog")).await;
+    (path, run)
+}
+
 /// The binlog-only startup modes start where they say, and the checkpoint keeps the GTIDs read;
 /// `schema_only` creates the tables and stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1334,7 +1358,6 @@ async fn verify_agrees_by_fingerprint_and_compares_the_rows_of_a_range_that_diff
 /// them all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_databases_by_pattern_sync_each_into_a_doris_database_of_its_name() {
-    use crate::common::Background;
     let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
     maria.sql(
         "CREATE DATABASE shop_1; CREATE DATABASE shop_2; CREATE DATABASE other; \
@@ -1344,18 +1367,8 @@ async fn several_databases_by_pattern_sync_each_into_a_doris_database_of_its_nam
     );
     let doris = Doris::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[pipeline]\nname = \"shops\"\ncheckpoint_interval = \"300ms\"\n\n\
-         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
-         [doris]\nfenodes = {}\n\n\
-         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = 'shop_\\d+'\n\n\
-         [[sink]]\ntype = \"doris\"\ndatabase = \"ods_{{db}}\"\n",
-        maria.port,
-        doris.fenodes()
-    );
-    let path = pipeline_file(dir.path(), &text);
-    let mut run = Background::start(&path);
-    run.until(60, "the binlog", |r| r.log().contains("following the binlog")).await;
+    let sink = "database = \"ods_{db}\"";
+    let (path, run) = follow_into_doris(dir.path(), &maria, &doris, ("shops", "300ms"), "'shop_\\d+'", sink).await;
     maria.sql(
         "INSERT INTO shop_1.orders VALUES (2, 'd'); UPDATE shop_2.orders SET v = 'e' WHERE id = 1; \
          CREATE TABLE shop_2.fresh (id INT PRIMARY KEY); INSERT INTO shop_2.fresh VALUES (5); INSERT INTO other.orders VALUES (10, 'y')",
@@ -1382,7 +1395,6 @@ async fn several_databases_by_pattern_sync_each_into_a_doris_database_of_its_nam
 /// been refused (`current running txns on db … larger than limit 12`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_tables_than_doris_running_transactions_limit_are_loaded_under_it() {
-    use crate::common::Background;
     const TABLES: usize = 30;
     let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
     let create: Vec<String> = (0..TABLES)
@@ -1392,18 +1404,8 @@ async fn more_tables_than_doris_running_transactions_limit_are_loaded_under_it()
     let doris =
         Doris::start_with(doris_lite::Config { max_running_txn_per_db: 12, ..doris_lite::Config::ephemeral() }).await;
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[pipeline]\nname = \"wide\"\ncheckpoint_interval = \"5s\"\n\n\
-         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
-         [doris]\nfenodes = {}\n\n\
-         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\n\n\
-         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\nmax_running_txns_per_db = 12\n",
-        maria.port,
-        doris.fenodes()
-    );
-    let path = pipeline_file(dir.path(), &text);
-    let mut run = Background::start(&path);
-    run.until(90, "the binlog", |r| r.log().contains("following the binlog")).await;
+    let sink = "database = \"ods\"\nmax_running_txns_per_db = 12";
+    let (_, mut run) = follow_into_doris(dir.path(), &maria, &doris, ("wide", "5s"), "\"app\"", sink).await;
     // One transaction, a row in every table: a load per table in one checkpoint interval.
     let rows: Vec<String> = (0..TABLES).map(|i| format!("INSERT INTO app.t{i} VALUES (1, {i})")).collect();
     maria.sql(&format!("BEGIN; {}; COMMIT", rows.join("; ")));
