@@ -82,6 +82,35 @@ pub(crate) struct ChunkCursor {
     /// The chunk width of each table of the snapshot, the same for its whole life.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub steps: BTreeMap<String, u64>,
+    /// Of a table read whole by a key that is not one integer: the key's values in the last row
+    /// delivered, as text (the next page starts after them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<String>>,
+}
+
+/// Pages of a table read in the order of a key that is not one integer (composite, text, dates):
+/// each starts after the last row's key values, so no page skips over the rows before it.
+pub(crate) struct Keyset {
+    /// The key's columns, quoted.
+    pub columns: Vec<String>,
+    /// A value as a literal of the dialect.
+    pub literal: fn(&str) -> String,
+}
+
+impl Keyset {
+    /// `(c1, c2, …) > (v1, v2, …)`, spelled out: `c1 > v1 OR (c1 = v1 AND (c2 > v2 OR …))`.
+    fn after(&self, values: &[String]) -> String {
+        let mut out = String::new();
+        for (i, (c, v)) in self.columns.iter().zip(values).enumerate().rev() {
+            let v = (self.literal)(v);
+            out = if i == self.columns.len() - 1 {
+                format!("{c} > {v}")
+            } else {
+                format!("{c} > {v} OR ({c} = {v} AND ({out}))")
+            };
+        }
+        out
+    }
 }
 
 /// The chunks of worker `worker` of `readers` that `at` has not read, and whether `at` stands
@@ -125,13 +154,27 @@ impl ChunkCursor {
     }
 
     /// What follows `SELECT … FROM t` for the next page of `chunk`: a key range on the quoted
-    /// integer `key` (keyset pages), or rows after those delivered in the quoted `order`.
-    pub fn page(&self, chunk: &Chunk, key: Option<&str>, order: Option<&str>, page_rows: u64) -> String {
+    /// integer `key` (keyset pages), the rows after the last one delivered in `keyset`'s order, or
+    /// rows after those delivered in the quoted `order`.
+    pub fn page(
+        &self,
+        chunk: &Chunk,
+        key: Option<&str>,
+        keyset: Option<&Keyset>,
+        order: Option<&str>,
+        page_rows: u64,
+    ) -> String {
         match (chunk.range, key) {
             (Some((from, to)), Some(key)) => {
                 let start = self.cursor.unwrap_or(from);
                 let below = to.map(|to| format!(" AND {key} < {to}")).unwrap_or_default();
                 format!(" WHERE {key} >= {start}{below} ORDER BY {key} LIMIT {page_rows}")
+            }
+            // (A position of an earlier version may stand inside such a table by rows: on by them.)
+            _ if keyset.is_some() && (self.rows == 0 || self.after.is_some()) => {
+                let keyset = keyset.expect("matched");
+                let filter = self.after.as_ref().map(|a| format!(" WHERE {}", keyset.after(a))).unwrap_or_default();
+                format!("{filter} ORDER BY {} LIMIT {page_rows}", keyset.columns.join(", "))
             }
             _ => {
                 let order = order.map(|o| format!(" ORDER BY {o}")).unwrap_or_default();
@@ -140,14 +183,15 @@ impl ChunkCursor {
         }
     }
 
-    /// A page of `n` rows was read, the last with integer key `last_key`: a short page ends the
-    /// chunk (on to the next of `chunks`, named by `name`), a full one moves the cursor on.
+    /// A page of `n` rows was read, the last with integer key `last_key` (or, read by a
+    /// [`Keyset`], key values `last_values`): a short page ends the chunk (on to the next of
+    /// `chunks`, named by `name`), a full one moves the cursor on.
     pub fn advance(
         &mut self,
         chunks: &mut VecDeque<Chunk>,
-        n: u64,
-        page_rows: u64,
+        (n, page_rows): (u64, u64),
         last_key: Option<i64>,
+        last_values: Option<Vec<String>>,
         name: impl Fn(usize) -> String,
     ) {
         if n < page_rows {
@@ -164,6 +208,7 @@ impl ChunkCursor {
         } else {
             self.rows += n;
             self.cursor = last_key.map(|k| k.saturating_add(1));
+            self.after = last_values;
         }
     }
 
@@ -192,6 +237,28 @@ mod tests {
             starts(Some((i64::MAX - 5, i64::MAX)), 4),
             vec![(i64::MIN, Some(i64::MAX - 3)), (i64::MAX - 3, None)]
         );
+    }
+
+    #[test]
+    fn a_key_that_is_not_one_integer_pages_after_the_last_row() {
+        let keyset = super::Keyset {
+            columns: vec!["`a`".into(), "`b`".into(), "`c`".into()],
+            literal: |v| format!("'{}'", v.replace('\'', "''")),
+        };
+        let mut at = super::ChunkCursor::default();
+        let whole = Chunk::whole(0);
+        assert_eq!(at.page(&whole, None, Some(&keyset), None, 10), " ORDER BY `a`, `b`, `c` LIMIT 10");
+        let mut chunks = std::collections::VecDeque::from([whole.clone()]);
+        at.advance(&mut chunks, (10, 10), None, Some(vec!["x".into(), "it's".into(), "3".into()]), |_| "t".into());
+        assert_eq!(
+            at.page(&whole, None, Some(&keyset), None, 10),
+            " WHERE `a` > 'x' OR (`a` = 'x' AND (`b` > 'it''s' OR (`b` = 'it''s' AND (`c` > '3')))) ORDER BY `a`, `b`, `c` LIMIT 10"
+        );
+        // A position inside the table by rows (an earlier version's) goes on by them.
+        let by_rows = super::ChunkCursor { rows: 20, ..Default::default() };
+        assert_eq!(by_rows.page(&whole, None, Some(&keyset), Some("`a`"), 10), " ORDER BY `a` LIMIT 10 OFFSET 20");
+        at.advance(&mut chunks, (3, 10), None, None, |_| "t".into());
+        assert!(at.done && at.after.is_none(), "a short page ends the table");
     }
 
     #[test]

@@ -337,6 +337,12 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     fn quote(&self, name: &str) -> String;
     /// `SELECT <columns> FROM <table>`, to which a page's range, order and limit are added.
     fn select(&self, t: &Self::Table) -> String;
+    /// A key value of `t` (as [`Dialect::rows`] gives it) as a literal, when every column of its
+    /// primary key compares in the server as that text says (then a table read whole is paged
+    /// by key, [`chunks::Keyset`]; else by OFFSET).
+    fn key_literal(&self, _t: &Self::Table) -> Option<fn(&str) -> String> {
+        None
+    }
     /// The order of a table without a key's pages (none: the server's).
     fn keyless_order(&self) -> Option<&'static str> {
         None

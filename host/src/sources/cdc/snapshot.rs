@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
 use tokio::sync::watch;
 
-use super::chunks::{Chunk, ChunkCursor, resume};
+use super::chunks::{Chunk, ChunkCursor, Keyset, resume};
 use super::{CdcTable, Dialect, LogFollower, LogState, PAGE_ROWS};
 use crate::runtime::{Event, Position, SourceReader, SplitEnumerator, TableId};
 use crate::sources::StartupMode;
@@ -313,11 +313,21 @@ impl<D: Dialect> Reader<D> {
     fn page(&self, t: &D::Table, chunk: &Chunk) -> String {
         let quote = |k: &String| self.dialect.quote(k);
         let order: Vec<String> = t.primary_key().iter().map(quote).collect();
+        let keyset = self.keyset(t).map(|literal| Keyset { columns: order.clone(), literal });
         let order =
             if order.is_empty() { self.dialect.keyless_order().map(str::to_string) } else { Some(order.join(", ")) };
         let key = t.integer_key().map(|k| self.dialect.quote(k));
-        let tail = self.position.chunk.page(chunk, key.as_deref(), order.as_deref(), PAGE_ROWS);
+        let tail = self.position.chunk.page(chunk, key.as_deref(), keyset.as_ref(), order.as_deref(), PAGE_ROWS);
         format!("{}{tail}", self.dialect.select(t))
+    }
+
+    /// How `t` is paged by its key when it is read whole: a key of other than one integer that
+    /// compares as its text says.
+    fn keyset(&self, t: &D::Table) -> Option<fn(&str) -> String> {
+        if t.integer_key().is_some() || t.primary_key().is_empty() {
+            return None;
+        }
+        self.dialect.key_literal(t)
     }
 
     /// `t`'s schema, as of the restored position when there is one.
@@ -406,8 +416,13 @@ impl<D: Dialect> SourceReader for Reader<D> {
         let batch = batch_of(t, &rows)?;
         let key = t.integer_key().and_then(|k| t.column(k));
         let last_key = key.and_then(|k| rows.last()?[k].as_deref()?.parse::<i64>().ok());
+        let last_values = self.keyset(t).and_then(|_| {
+            let last = rows.last()?;
+            t.primary_key().iter().map(|k| last[t.column(k)?].clone()).collect::<Option<Vec<String>>>()
+        });
         let names = |i: usize| tables[i].name().to_string();
-        self.position.chunk.advance(&mut self.chunks, rows.len() as u64, PAGE_ROWS, last_key, names);
+        let page = (rows.len() as u64, PAGE_ROWS);
+        self.position.chunk.advance(&mut self.chunks, page, last_key, last_values, names);
         let chunk_done = (rows.len() as u64) < PAGE_ROWS;
         self.dialect.progress().read(t.id().as_str(), rows.len() as u64, chunk_done);
         Ok(Some(Event::data(t.id(), batch)))

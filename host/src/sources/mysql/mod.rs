@@ -433,6 +433,15 @@ impl Dialect for Mysql {
         quote(name)
     }
 
+    /// Keys of numbers, dates, DATETIME (and TIMESTAMP shown in UTC) and UTF-8 text: quoted,
+    /// with backslashes escaped (the session allows them).
+    fn key_literal(&self, t: &Table) -> Option<fn(&str) -> String> {
+        let zone = self.scope.zone;
+        let comparable =
+            |k: &String| t.columns.iter().find(|c| &c.name == k).is_some_and(|c| c.fingerprinted(zone).is_some());
+        t.primary_key.iter().all(comparable).then_some(|v| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")))
+    }
+
     fn select(&self, t: &Table) -> String {
         let columns: Vec<String> = t.columns.iter().map(MysqlColumn::select).collect();
         format!("SELECT {} FROM {}", columns.join(", "), t.quoted())
@@ -440,8 +449,11 @@ impl Dialect for Mysql {
 
     async fn session(&self, _snapshot: Option<&str>) -> anyhow::Result<mysql_async::Conn> {
         let mut conn = self.pool.get_conn().await.map_err(Restartable::caused_by)?;
-        // TIMESTAMP columns as UTC wall time, as the binlog carries them.
-        conn.query_drop("SET time_zone = '+00:00'").await.map_err(Restartable::caused_by)?;
+        // TIMESTAMP columns as UTC wall time, as the binlog carries them; backslashes escape in
+        // literals (key values, `key_literal`).
+        conn.query_drop("SET time_zone = '+00:00', sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')")
+            .await
+            .map_err(Restartable::caused_by)?;
         Ok(conn)
     }
 

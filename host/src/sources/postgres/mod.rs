@@ -758,6 +758,22 @@ impl Dialect for Postgres {
         ident(name)
     }
 
+    /// Keys of numbers, dates, timestamps (TIMESTAMPTZ only shown in UTC), text and UUIDs:
+    /// as escape-string literals.
+    fn key_literal(&self, t: &Table) -> Option<fn(&str) -> String> {
+        let zone = self.scope.zone;
+        let comparable = |k: &String| {
+            t.columns
+                .iter()
+                .find(|c| &c.name == k)
+                .is_some_and(|c| c.fingerprinted(zone).is_some() && !(c.type_name == "timestamptz" && zone.is_some()))
+        };
+        t.primary_key
+            .iter()
+            .all(comparable)
+            .then_some(|v| format!("E'{}'", v.replace('\\', "\\\\").replace('\'', "''")))
+    }
+
     fn select(&self, t: &Table) -> String {
         let columns: Vec<String> = t.columns.iter().map(|c| ident(&c.name)).collect();
         format!("SELECT {} FROM {}", columns.join(", "), t.quoted())
