@@ -100,9 +100,8 @@ pub struct Fingerprint {
 pub enum RowHash {
     /// CRC-32 (zlib's, MySQL's `CRC32()`), unsigned.
     Crc32,
-    /// The MD5's first 4 bytes as a big-endian signed integer (PostgreSQL's
-    /// `('x' || left(md5(row), 8))::bit(32)::int`).
-    Md5,
+    /// PostgreSQL's `hashtext(row)` (Bob Jenkins' lookup3), signed.
+    PgHashText,
 }
 
 /// A source whose tables can be read again, range by range.

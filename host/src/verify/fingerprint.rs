@@ -5,7 +5,6 @@ use std::io::Write;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{self as types, DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use md5::Digest;
 
 use crate::runtime::mirror::{Fingerprint, RowHash};
 
@@ -53,11 +52,46 @@ pub(super) fn of(batches: &[RecordBatch], schema: &SchemaRef, like: &Fingerprint
 fn hash(kind: RowHash, line: &[u8]) -> i128 {
     match kind {
         RowHash::Crc32 => crc32fast::hash(line) as i128,
-        RowHash::Md5 => {
-            let digest = md5::Md5::digest(line);
-            i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) as i128
+        RowHash::PgHashText => pg_hashtext(line) as i128,
+    }
+}
+
+/// PostgreSQL's `hashtext()` of text in a deterministic collation (its `hash_bytes`): Bob
+/// Jenkins' lookup3 over little-endian words, the last bytes of `c` shifted past its low byte,
+/// and the final mix always applied.
+fn pg_hashtext(bytes: &[u8]) -> i32 {
+    let mut a = 0x9e37_79b9u32.wrapping_add(bytes.len() as u32).wrapping_add(3_923_095);
+    let (mut b, mut c) = (a, a);
+    let word = |s: &[u8]| u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    let mut rest = bytes;
+    while rest.len() >= 12 {
+        a = a.wrapping_add(word(&rest[0..4]));
+        b = b.wrapping_add(word(&rest[4..8]));
+        c = c.wrapping_add(word(&rest[8..12]));
+        for (r1, r2, r3) in [(4, 6, 8), (16, 19, 4)] {
+            a = a.wrapping_sub(c) ^ c.rotate_left(r1);
+            c = c.wrapping_add(b);
+            b = b.wrapping_sub(a) ^ a.rotate_left(r2);
+            a = a.wrapping_add(c);
+            c = c.wrapping_sub(b) ^ b.rotate_left(r3);
+            b = b.wrapping_add(a);
+        }
+        rest = &rest[12..];
+    }
+    for (i, &byte) in rest.iter().enumerate() {
+        let v = u32::from(byte);
+        match i {
+            0..=3 => a = a.wrapping_add(v << (8 * i)),
+            4..=7 => b = b.wrapping_add(v << (8 * (i - 4))),
+            _ => c = c.wrapping_add(v << (8 * (i - 7))),
         }
     }
+    for (x, y, r) in [(2, 1, 14), (0, 2, 11), (1, 0, 25), (2, 1, 16), (0, 2, 4), (1, 0, 14), (2, 1, 24)] {
+        let mut abc = [a, b, c];
+        abc[x] = (abc[x] ^ abc[y]).wrapping_sub(abc[y].rotate_left(r));
+        [a, b, c] = abc;
+    }
+    c as i32
 }
 
 /// How a column's values are written: as the servers print them.
@@ -163,6 +197,54 @@ mod tests {
 
     use super::*;
 
+    /// `SELECT n, hashtext(left('abcdefghijklmnopqrstuvwxyz0123456789', n)) FROM generate_series(0, 36) n`
+    /// on PostgreSQL 15: every length of tail, and several whole blocks.
+    #[test]
+    fn postgres_hashtext_is_computed_as_the_server_does() {
+        let server = [
+            -1477818771,
+            1075015857,
+            1718550461,
+            -785388649,
+            -393934804,
+            -445659580,
+            -1747460160,
+            501636814,
+            -1960928205,
+            -92131489,
+            1948051852,
+            -1483803693,
+            -1586087212,
+            405849808,
+            315215413,
+            -1389283689,
+            -2079749669,
+            1648114242,
+            -952297252,
+            -684650393,
+            766334193,
+            2124303250,
+            -50608962,
+            -1149376136,
+            1251586959,
+            980150893,
+            167831483,
+            -1923549396,
+            -636332337,
+            -412030706,
+            89653194,
+            -908372798,
+            1203288424,
+            -19649275,
+            -189095804,
+            -1475196007,
+            1318422268,
+        ];
+        let text = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let ours: Vec<i32> = (0..=36).map(|n| pg_hashtext(&text[..n])).collect();
+        assert_eq!(ours, server);
+    }
+
     #[test]
     fn rows_are_written_as_the_servers_print_them() {
         let schema = Arc::new(Schema::new(vec![
@@ -187,8 +269,9 @@ mod tests {
             of(std::slice::from_ref(&batch), &schema, &like(RowHash::Crc32)),
             Some((2, 2_775_950_336 + 3_680_880_665))
         );
-        // PostgreSQL: SELECT ('x' || left(md5('-1|N|N|N'), 8))::bit(32)::int
-        assert_eq!(of(&[batch.slice(1, 1)], &schema, &like(RowHash::Md5)), Some((1, -1_519_789_678)));
+        // PostgreSQL: SELECT hashtext('-1|N|N|N')
+        assert_eq!(of(&[batch.slice(1, 1)], &schema, &like(RowHash::PgHashText)), Some((1, -1_364_670_356)));
+        assert_eq!(pg_hashtext("7|7:a|b ✓|-0.05|2024-01-01".as_bytes()), 2_017_532_048);
         let floats = Arc::new(Schema::new(vec![Field::new("f", DataType::Float64, false)]));
         let batch =
             RecordBatch::try_new(floats.clone(), vec![Arc::new(arrow::array::Float64Array::from(vec![1.5]))]).unwrap();

@@ -650,7 +650,7 @@ async fn the_snapshots_progress_and_the_lag_behind_the_wal_are_shown() {
 }
 
 /// `sluice verify` of a table whose every column PostgreSQL writes as Sluice writes its Doris
-/// value: the server sums each range's rows' MD5 prefixes and Sluice those of Doris' rows, so equal
+/// value: the server sums each range's rows' `hashtext` and Sluice those of Doris' rows, so equal
 /// ranges are not read from the source row by row (edges: text with `|` and 4-byte UTF-8, NULLs,
 /// negative numerics, UUIDs, dates, TIMESTAMP and TIMESTAMPTZ). A row missing from Doris makes its
 /// range's fingerprint differ: that range's rows are compared, and the row named.

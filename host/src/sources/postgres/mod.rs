@@ -848,13 +848,13 @@ impl Dialect for Postgres {
         Ok(number(0).zip(number(1)))
     }
 
-    /// The first 32 bits of each row's text's MD5, summed.
+    /// `hashtext()` of each row's text, summed.
     fn fingerprint(&self, t: &Table) -> Option<(RowHash, Vec<bool>, String)> {
         let columns: Vec<(String, bool)> =
             t.columns.iter().map(|c| c.fingerprinted(self.scope.zone)).collect::<Option<_>>()?;
         let (values, text): (Vec<String>, Vec<bool>) = columns.into_iter().unzip();
-        let row = format!("('x' || left(md5(concat_ws('|', {})), 8))::bit(32)::int", values.join(", "));
-        Some((RowHash::Md5, text, format!("SELECT count(*), sum({row}) FROM {}", t.quoted())))
+        let row = format!("hashtext(concat_ws('|', {}))", values.join(", "));
+        Some((RowHash::PgHashText, text, format!("SELECT count(*), sum({row}) FROM {}", t.quoted())))
     }
 
     /// Generated columns: logical replication does not carry their values (before PostgreSQL 18).
