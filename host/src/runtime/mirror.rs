@@ -17,7 +17,8 @@ pub struct MirroredTable {
     pub schema: SchemaRef,
     /// The primary key's columns (none: rows are compared as a multiset).
     pub key: Vec<String>,
-    /// The integer key column the table is compared in ranges of, when it has one.
+    /// The integer column the table is compared in ranges of (its key, or its composite key's
+    /// first column), when it has one.
     pub range_key: Option<String>,
 }
 

@@ -1319,14 +1319,16 @@ async fn the_snapshots_progress_and_the_lag_behind_the_binlog_are_shown() {
 /// `sluice verify` of a table whose every column MariaDB writes as Sluice writes its Doris value:
 /// the server sums each range's rows' CRC32s and Sluice those of Doris' rows, so equal ranges are
 /// not read from the source row by row (edges: text with `|` and 4-byte UTF-8, NULLs, negative
-/// decimals, BIGINT UNSIGNED as LARGEINT, dates, years, DATETIME and TIMESTAMP). A value changed in
-/// Doris makes its range's fingerprint differ: that range's rows are compared, and the row named.
+/// decimals, BIGINT UNSIGNED as LARGEINT, dates, years, DATETIME and TIMESTAMP; a composite key,
+/// compared in ranges of its integer first column). A value changed in Doris makes its range's
+/// fingerprint differ: that range's rows are compared, and the row named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_agrees_by_fingerprint_and_compares_the_rows_of_a_range_that_differs() {
     let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
     maria.sql(
-        "CREATE DATABASE app; CREATE TABLE app.t (id BIGINT PRIMARY KEY, k TINYINT UNSIGNED, n INT NOT NULL, \
-         big BIGINT UNSIGNED, v VARCHAR(20), txt TEXT, amount DECIMAL(12,2), whole DECIMAL(5,0), day DATE, y YEAR, dt DATETIME(3), ts TIMESTAMP NULL) \
+        "CREATE DATABASE app; CREATE TABLE app.t (id BIGINT, k TINYINT UNSIGNED, n INT NOT NULL, \
+         big BIGINT UNSIGNED, v VARCHAR(20), txt TEXT, amount DECIMAL(12,2), whole DECIMAL(5,0), day DATE, y YEAR, dt DATETIME(3), ts TIMESTAMP NULL, \
+         PRIMARY KEY (id, n)) \
          DEFAULT CHARSET utf8mb4; \
          USE app; INSERT INTO app.t SELECT seq, seq % 256, -seq, 18446744073709551615 - seq, CONCAT('a|', seq, ' 😀'), \
          IF(seq % 3 = 0, NULL, REPEAT('x', seq % 50)), seq / 100 - 10, IF(seq % 7 = 0, NULL, -seq % 1000), \
@@ -1354,7 +1356,7 @@ async fn verify_agrees_by_fingerprint_and_compares_the_rows_of_a_range_that_diff
     let report = crate::common::verify_json(&path, &["--recheck-after", "0s"]).await;
     // Ranges of 50,000 keys: the two others agree by fingerprint, the one with row 70000 row by row.
     assert_eq!(report.counts(), (120_000, 119_999, 70_000, 1), "{report:?}");
-    assert_eq!(report.0["samples"][0]["key"], "id=70000", "{report:?}");
+    assert_eq!(report.0["samples"][0]["key"], "id=70000, n=-70000", "{report:?}");
 }
 
 /// `database` as a regex (Flink CDC's `database-name`): the tables of every matching database are

@@ -1,6 +1,6 @@
-//! A CDC source's tables read again for `sluice verify`: ranges of the integer key (the whole
-//! table when it has none), each read in one statement and turned into the batch the snapshot
-//! would send, through the same dialect.
+//! A CDC source's tables read again for `sluice verify`: ranges of the integer key, or of the
+//! integer first column of a composite key (the whole table when it has neither), each read in one
+//! statement and turned into the batch the snapshot would send, through the same dialect.
 
 use std::sync::Arc;
 
@@ -38,14 +38,14 @@ impl<D: Dialect> MirrorSource for Mirror<D> {
                 id: t.id().clone(),
                 schema: t.schema().clone(),
                 key: t.primary_key().to_vec(),
-                range_key: t.integer_key().map(str::to_string),
+                range_key: range_key(t),
             })
             .collect()
     }
 
     async fn ranges(&self, table: &MirroredTable) -> anyhow::Result<Vec<KeyRange>> {
         let t = self.table(table)?;
-        let Some(key) = t.integer_key() else { return Ok(vec![KeyRange::ALL]) };
+        let Some(key) = table.range_key.as_deref() else { return Ok(vec![KeyRange::ALL]) };
         let mut session = self.dialect.session(None).await?;
         let bounds = self.dialect.bounds(&mut session, &t, key).await;
         self.dialect.close(session).await;
@@ -57,7 +57,7 @@ impl<D: Dialect> MirrorSource for Mirror<D> {
 
     async fn read(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<RecordBatch> {
         let t = self.table(table)?;
-        let filter = t.integer_key().map(|k| range.filter(&self.dialect.quote(k))).unwrap_or_default();
+        let filter = table.range_key.as_deref().map(|k| range.filter(&self.dialect.quote(k))).unwrap_or_default();
         let sql = format!("{}{filter}", self.dialect.select(&t));
         let mut session = self.dialect.session(None).await?;
         let rows = self.dialect.rows(&mut session, &t, &sql).await;
@@ -76,7 +76,7 @@ impl<D: Dialect> MirrorSource for Mirror<D> {
     async fn fingerprint(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<Option<Fingerprint>> {
         let t = self.table(table)?;
         let Some((hash, text, sql)) = self.dialect.fingerprint(&t) else { return Ok(None) };
-        let filter = t.integer_key().map(|k| range.filter(&self.dialect.quote(k))).unwrap_or_default();
+        let filter = table.range_key.as_deref().map(|k| range.filter(&self.dialect.quote(k))).unwrap_or_default();
         let mut session = self.dialect.session(None).await?;
         let row = self.dialect.scalars(&mut session, &format!("{sql}{filter}")).await;
         self.dialect.close(session).await;
@@ -89,4 +89,12 @@ impl<D: Dialect> MirrorSource for Mirror<D> {
         };
         Ok(Some(Fingerprint { hash, text, rows: number(0)? as u64, sum: number(1)? }))
     }
+}
+
+/// The column `t` is compared in ranges of: its integer key, or its composite key's first column
+/// when that is an integer (both sides cut ranges of it alike, whatever their collations).
+fn range_key<T: CdcTable>(t: &T) -> Option<String> {
+    let first = t.primary_key().first()?;
+    let integer = t.schema().field_with_name(first).is_ok_and(|f| f.data_type().is_integer());
+    t.integer_key().or(integer.then_some(first.as_str())).map(str::to_string)
 }
