@@ -52,7 +52,9 @@ pub(super) fn session_context(engine: &Arc<Engine>, s: &Session) -> SessionConte
         .with_default_catalog_and_schema("internal", s.db.as_deref().unwrap_or(NO_DB))
         .with_information_schema(false)
         .with_target_partitions(2)
-        .set_str("datafusion.sql_parser.dialect", "MySQL");
+        .set_str("datafusion.sql_parser.dialect", "MySQL")
+        // `1.25` is a DECIMAL, as in Doris (exact: a DECIMAL key compared with it, `0.1 + 0.2 = 0.3`).
+        .set_bool("datafusion.sql_parser.parse_float_as_decimal", true);
     let ctx = SessionContext::new_with_config(config);
     ctx.register_catalog("internal", Arc::new(DorisCatalog { engine: engine.clone(), session: Arc::new(s.clone()) }));
     ctx.register_variable(VarType::System, Arc::new(SessionVars(s.vars.clone())));

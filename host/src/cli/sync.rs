@@ -111,6 +111,7 @@ const MYSQL_KEYS: &[&str] = &[
     "scan.startup.specific-offset.gtid-set",
     "scan.startup.timestamp-millis",
     "scan.incremental.snapshot.chunk.size",
+    "scan.incremental.snapshot.chunk.key-column",
     "debezium.binary.handling.mode",
 ];
 const SINK_KEYS: &[&str] =
@@ -188,6 +189,7 @@ fn mysql_source(args: &SyncArgs, secrets: bool) -> anyhow::Result<(toml::Table, 
                 Value::Integer(v.parse().with_context(|| format!("--mysql-conf {k}={v}: expected milliseconds"))?),
             )),
             "scan.incremental.snapshot.chunk.size" => drop(source.insert("chunk_size".into(), number(flag, &k, &v)?)),
+            "scan.incremental.snapshot.chunk.key-column" => drop(source.insert("chunk_key_column".into(), v.into())),
             "debezium.binary.handling.mode" => drop(source.insert("binary_handling".into(), binary(flag, &v)?)),
             _ => return Err(unknown(flag, &k, MYSQL_KEYS)),
         }
@@ -220,6 +222,7 @@ const POSTGRES_KEYS: &[&str] = &[
     "server-time-zone",
     "scan.startup.mode",
     "scan.incremental.snapshot.chunk.size",
+    "scan.incremental.snapshot.chunk.key-column",
     "debezium.binary.handling.mode",
 ];
 
@@ -250,6 +253,7 @@ fn postgres_source(args: &SyncArgs, secrets: bool) -> anyhow::Result<(toml::Tabl
             "server-time-zone" => drop(pg.insert("server_time_zone".into(), v.into())),
             "scan.startup.mode" => drop(start.insert("mode".into(), v.into())),
             "scan.incremental.snapshot.chunk.size" => drop(source.insert("chunk_size".into(), number(flag, &k, &v)?)),
+            "scan.incremental.snapshot.chunk.key-column" => drop(source.insert("chunk_key_column".into(), v.into())),
             "debezium.binary.handling.mode" => drop(source.insert("binary_handling".into(), binary(flag, &v)?)),
             _ => return Err(unknown(flag, &k, POSTGRES_KEYS)),
         }
@@ -470,6 +474,7 @@ fn flag_of(origin: Origin, section: &str, key: &str) -> Option<String> {
         ("source", "decoding_plugin") => option("decoding.plugin.name"),
         ("source", "publication_name") => option("debezium.publication.name"),
         ("source", "chunk_size") => option("scan.incremental.snapshot.chunk.size"),
+        ("source", "chunk_key_column") => option("scan.incremental.snapshot.chunk.key-column"),
         ("source", "binary_handling") => option("debezium.binary.handling.mode"),
         ("source", "include") => flag("--including-tables"),
         ("source", "exclude") => flag("--excluding-tables"),

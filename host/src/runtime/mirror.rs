@@ -17,8 +17,8 @@ pub struct MirroredTable {
     pub schema: SchemaRef,
     /// The primary key's columns (none: rows are compared as a multiset).
     pub key: Vec<String>,
-    /// The integer column the table is compared in ranges of (its key, or its composite key's
-    /// first column), when it has one.
+    /// The column the table is compared in ranges of (its key, or its composite key's first
+    /// column), when it is an integer or a column the source and Doris order alike.
     pub range_key: Option<String>,
 }
 
@@ -28,16 +28,32 @@ pub const MAX_RANGES: u64 = 1000;
 /// Keys per range compared: one range of both sides is held in memory at a time.
 pub const RANGE_KEYS: u64 = 50_000;
 
-/// A closed range of an integer key; an open end reaches past every value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct KeyRange {
-    pub low: Option<i64>,
-    pub high: Option<i64>,
+/// A range of a table's range key: of an integer key, closed (an open end reaches past every
+/// value); of another key column (dates, decimals, UUIDs, text), `[low, high)` between values read
+/// from the source, which each side compares in its own order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRange {
+    Ints {
+        low: Option<i64>,
+        high: Option<i64>,
+    },
+    /// `numeric`: the values are numbers, written as they are (else as literals of each side).
+    Values {
+        low: Option<String>,
+        high: Option<String>,
+        numeric: bool,
+    },
+}
+
+impl Default for KeyRange {
+    fn default() -> Self {
+        KeyRange::ALL
+    }
 }
 
 impl KeyRange {
     /// Every row.
-    pub const ALL: KeyRange = KeyRange { low: None, high: None };
+    pub const ALL: KeyRange = KeyRange::Ints { low: None, high: None };
 
     /// `[low, high]` of `width`-wide ranges, the first open below and the last open above (so
     /// rows outside the source's bounds are still looked for in the copy); wider where that would
@@ -49,36 +65,67 @@ impl KeyRange {
         let mut start = low as i128;
         while start <= high as i128 {
             let end = (start + width - 1).min(high as i128);
-            out.push(KeyRange { low: Some(start as i64), high: Some(end as i64) });
+            out.push((Some(start as i64), Some(end as i64)));
             start = end + 1;
         }
         if let Some(first) = out.first_mut() {
-            first.low = None;
+            first.0 = None;
         }
         if let Some(last) = out.last_mut() {
-            last.high = None;
+            last.1 = None;
         }
         if out.is_empty() {
-            out.push(KeyRange::ALL);
+            out.push((None, None));
         }
-        out
+        out.into_iter().map(|(low, high)| KeyRange::Ints { low, high }).collect()
     }
 
-    /// ` WHERE …` on `column` (already quoted), or nothing for every row.
-    pub fn filter(&self, column: &str) -> String {
-        match (self.low, self.high) {
+    /// The ranges between `values` (in order): the first open below, the last open above.
+    pub fn between(values: &[String], numeric: bool) -> Vec<KeyRange> {
+        if values.is_empty() {
+            return vec![KeyRange::ALL];
+        }
+        let edges: Vec<Option<&String>> =
+            std::iter::once(None).chain(values.iter().map(Some)).chain(std::iter::once(None)).collect();
+        edges.windows(2).map(|w| KeyRange::Values { low: w[0].cloned(), high: w[1].cloned(), numeric }).collect()
+    }
+
+    /// ` WHERE …` on `column` (already quoted), or nothing for every row; a value that is not a
+    /// number is written by `literal`.
+    pub fn filter(&self, column: &str, literal: impl Fn(&str) -> String) -> String {
+        let (low, high) = match self {
+            KeyRange::Ints { low, high } => {
+                (low.map(|l| format!("{column} >= {l}")), high.map(|h| format!("{column} <= {h}")))
+            }
+            KeyRange::Values { low, high, numeric } => {
+                let number = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'.');
+                let value = |v: &String| if *numeric && number(v) { v.clone() } else { literal(v) };
+                (
+                    low.as_ref().map(|l| format!("{column} >= {}", value(l))),
+                    high.as_ref().map(|h| format!("{column} < {}", value(h))),
+                )
+            }
+        };
+        match (low, high) {
             (None, None) => String::new(),
-            (Some(l), None) => format!(" WHERE {column} >= {l}"),
-            (None, Some(h)) => format!(" WHERE {column} <= {h}"),
-            (Some(l), Some(h)) => format!(" WHERE {column} >= {l} AND {column} <= {h}"),
+            (Some(c), None) | (None, Some(c)) => format!(" WHERE {c}"),
+            (Some(l), Some(h)) => format!(" WHERE {l} AND {h}"),
         }
     }
 }
 
 impl std::fmt::Display for KeyRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let end = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
-        write!(f, "[{}..{}]", end(self.low), end(self.high))
+        match self {
+            KeyRange::Ints { low, high } => {
+                let end = |v: &Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+                write!(f, "[{}..{}]", end(low), end(high))
+            }
+            KeyRange::Values { low, high, .. } => {
+                let end = |v: &Option<String>| v.as_ref().map(|v| format!("{v:?}")).unwrap_or_default();
+                write!(f, "[{}..{})", end(low), end(high))
+            }
+        }
     }
 }
 
@@ -113,7 +160,7 @@ pub trait MirrorSource: Send + Sync {
     /// The ranges `table` is compared in: each small enough to hold in memory.
     async fn ranges(&self, table: &MirroredTable) -> anyhow::Result<Vec<KeyRange>>;
     /// The rows of `table` in `range`, as the pipeline would send them.
-    async fn read(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<RecordBatch>;
+    async fn read(&self, table: &MirroredTable, range: &KeyRange) -> anyhow::Result<RecordBatch>;
     /// The columns of `table` its copy does not have by design, each with why (not drift: a
     /// comparison names them apart).
     async fn unmirrored(&self, _table: &MirroredTable) -> anyhow::Result<Vec<String>> {
@@ -121,7 +168,7 @@ pub trait MirrorSource: Send + Sync {
     }
     /// `range`'s [`Fingerprint`] as the source's server computes it, when it can write every
     /// column of `table` as Sluice writes Doris' values (none: the rows are compared).
-    async fn fingerprint(&self, _table: &MirroredTable, _range: KeyRange) -> anyhow::Result<Option<Fingerprint>> {
+    async fn fingerprint(&self, _table: &MirroredTable, _range: &KeyRange) -> anyhow::Result<Option<Fingerprint>> {
         Ok(None)
     }
 }
@@ -137,7 +184,7 @@ pub trait MirrorTarget: Send + Sync {
         target: &str,
         columns: &[String],
         key: Option<&str>,
-        range: KeyRange,
+        range: &KeyRange,
     ) -> anyhow::Result<Vec<RecordBatch>>;
 }
 
@@ -147,6 +194,10 @@ mod tests {
 
     #[test]
     fn ranges_cover_every_key_and_are_open_at_the_ends() {
+        let ends = |r: &KeyRange| match r {
+            KeyRange::Ints { low, high } => (*low, *high),
+            KeyRange::Values { .. } => panic!("{r}"),
+        };
         let r = KeyRange::split(1, 10, 4);
         assert_eq!(r.iter().map(ToString::to_string).collect::<Vec<_>>(), ["[..4]", "[5..8]", "[9..]"]);
         assert_eq!(KeyRange::split(5, 5, 100), [KeyRange::ALL]);
@@ -154,10 +205,26 @@ mod tests {
         // A key spread over all of i64 is cut into at most MAX_RANGES ranges, not 10^14.
         let sparse = KeyRange::split(i64::MIN, i64::MAX, 50_000);
         assert!(sparse.len() <= super::MAX_RANGES as usize && sparse.len() > 900, "{}", sparse.len());
-        assert_eq!((sparse[0].low, sparse[sparse.len() - 1].high), (None, None));
-        assert!(sparse.windows(2).all(|w| w[0].high.unwrap() + 1 == w[1].low.unwrap()));
-        assert_eq!(r[1].filter("`id`"), " WHERE `id` >= 5 AND `id` <= 8");
-        assert_eq!(r[0].filter("k"), " WHERE k <= 4");
-        assert_eq!(KeyRange::ALL.filter("k"), "");
+        assert_eq!((ends(&sparse[0]).0, ends(&sparse[sparse.len() - 1]).1), (None, None));
+        assert!(sparse.windows(2).all(|w| ends(&w[0]).1.unwrap() + 1 == ends(&w[1]).0.unwrap()));
+        let quote = |v: &str| format!("'{v}'");
+        assert_eq!(r[1].filter("`id`", quote), " WHERE `id` >= 5 AND `id` <= 8");
+        assert_eq!(r[0].filter("k", quote), " WHERE k <= 4");
+        assert_eq!(KeyRange::ALL.filter("k", quote), "");
+    }
+
+    #[test]
+    fn ranges_between_values_are_half_open() {
+        let quote = |v: &str| format!("'{v}'");
+        let days = KeyRange::between(&["2024-01-01".into(), "2024-02-01".into()], false);
+        assert_eq!(
+            days.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["[..\"2024-01-01\")", "[\"2024-01-01\"..\"2024-02-01\")", "[\"2024-02-01\"..)"]
+        );
+        assert_eq!(days[0].filter("d", quote), " WHERE d < '2024-01-01'");
+        assert_eq!(days[1].filter("d", quote), " WHERE d >= '2024-01-01' AND d < '2024-02-01'");
+        let amounts = KeyRange::between(&["-12.50".into()], true);
+        assert_eq!(amounts[1].filter("a", quote), " WHERE a >= -12.50");
+        assert_eq!(KeyRange::between(&[], true), [KeyRange::ALL]);
     }
 }

@@ -1,11 +1,12 @@
 //! `sluice verify`: whether the Doris copy equals its source, table by table. Each table is read
-//! on both sides in ranges of its integer key (whole, without one); the source's rows go through
+//! on both sides in ranges of its range key ([`MirroredTable::range_key`]: an integer key, or a
+//! first key column the source and Doris sort alike; whole, without one); the source's rows go through
 //! the pipeline's own conversions ([`MirrorSource::read`]), Doris' are cast to the same Arrow
 //! types, and rows are matched by primary key (as a multiset without one). A range that differs
 //! is read again after `recheck_after` (a row still in flight lands with the next checkpoint)
 //! before its rows count as drift.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -121,7 +122,7 @@ pub struct ColumnDifference {
     pub doris: Option<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct RangeReport {
     compared: u64,
     equal: u64,
@@ -297,6 +298,7 @@ async fn compare_table(
     pace: &Pace,
 ) -> anyhow::Result<Vec<RangeReport>> {
     let ranges = source.ranges(table).await?;
+    let ranges_of_values = ranges.iter().any(|r| matches!(r, KeyRange::Values { .. }));
     let read = std::sync::atomic::AtomicU64::new(0);
     let summed = opts.fingerprints;
     let compare = |range: KeyRange| {
@@ -305,8 +307,9 @@ async fn compare_table(
             (source.clone(), target.clone(), table.clone(), target_table.to_string());
         async move {
             // A task per range: the ranges' conversions and comparisons run on every core.
+            let at = range.clone();
             let mut task = crate::runtime::AbortOnDrop(tokio::spawn(async move {
-                compare_range(&*source, &*target, &table, &target_table, range, summed).await
+                compare_range(&*source, &*target, &table, &target_table, &at, summed).await
             }));
             let r = (&mut task.0).await.map_err(|e| anyhow::anyhow!("comparing {range} failed: {e}"))??;
             let total = read.fetch_add(r.compared, std::sync::atomic::Ordering::Relaxed) + r.compared;
@@ -316,19 +319,83 @@ async fn compare_table(
     };
     let mut results: Vec<(KeyRange, RangeReport)> =
         futures::stream::iter(ranges).map(compare).buffered(opts.concurrency.max(1)).try_collect().await?;
+    // Each range's report once rows that fell in other ranges on each side are paired up.
+    let settled = |results: &[(KeyRange, RangeReport)]| {
+        let mut reports: Vec<RangeReport> = results.iter().map(|(_, r)| r.clone()).collect();
+        if ranges_of_values {
+            reconcile(&mut reports);
+        }
+        reports
+    };
+    let reports = settled(&results);
     let recheck_after = opts.recheck_after.unwrap_or_default();
-    if recheck_after > Duration::ZERO && results.iter().any(|(_, r)| !r.agrees()) {
+    if recheck_after > Duration::ZERO && reports.iter().any(|r| !r.agrees()) {
         tracing::info!(
             "`{}`: rows differ; reading them again in {} (they may still be on their way)",
             table.id,
             humantime::format_duration(recheck_after)
         );
         tokio::time::sleep(recheck_after).await;
-        for (range, report) in results.iter_mut().filter(|(_, r)| !r.agrees()) {
-            *report = compare_range(&**source, &**target, table, target_table, *range, summed).await?;
+        for ((range, report), _) in results.iter_mut().zip(&reports).filter(|(_, r)| !r.agrees()) {
+            *report = compare_range(&**source, &**target, table, target_table, range, summed).await?;
+        }
+        return Ok(settled(&results));
+    }
+    Ok(reports)
+}
+
+/// Pairs the rows one range found missing and another found extra under the same key, and
+/// compares them: ranges between values of a text key cut the source's rows by its collation and
+/// Doris' by bytes, so a row whose text the two sort apart falls in a different range on each side
+/// (one that both sort alike never does, and nothing is paired).
+fn reconcile(reports: &mut [RangeReport]) {
+    let mut missing: HashMap<String, (usize, usize)> = HashMap::new();
+    for (r, report) in reports.iter().enumerate() {
+        for (i, d) in report.samples.iter().enumerate().filter(|(_, d)| d.kind == "missing") {
+            missing.insert(d.key.clone(), (r, i));
         }
     }
-    Ok(results.into_iter().map(|(_, r)| r).collect())
+    if missing.is_empty() {
+        return;
+    }
+    let mut paired: Vec<((usize, usize), (usize, usize))> = Vec::new();
+    for (r, report) in reports.iter().enumerate() {
+        for (i, d) in report.samples.iter().enumerate().filter(|(_, d)| d.kind == "extra") {
+            if let Some(&at) = missing.get(&d.key) {
+                paired.push((at, (r, i)));
+            }
+        }
+    }
+    let mut dropped: HashSet<(usize, usize)> = HashSet::new();
+    for ((mr, mi), (er, ei)) in paired {
+        let extra = std::mem::take(&mut reports[er].samples[ei].columns);
+        let ours = &mut reports[mr].samples[mi];
+        let columns: Vec<ColumnDifference> = ours
+            .columns
+            .iter()
+            .zip(extra)
+            .filter(|(a, b)| a.source != b.doris)
+            .map(|(a, b)| ColumnDifference { column: a.column.clone(), source: a.source.clone(), doris: b.doris })
+            .collect();
+        reports[er].extra -= 1;
+        dropped.insert((er, ei));
+        let report = &mut reports[mr];
+        report.missing -= 1;
+        if columns.is_empty() {
+            report.equal += 1;
+            dropped.insert((mr, mi));
+        } else {
+            report.differing += 1;
+            report.samples[mi] = Difference { kind: "differing", key: report.samples[mi].key.clone(), columns };
+        }
+    }
+    for (r, report) in reports.iter_mut().enumerate() {
+        let mut i = 0;
+        report.samples.retain(|_| {
+            i += 1;
+            !dropped.contains(&(r, i - 1))
+        });
+    }
 }
 
 async fn compare_range(
@@ -336,7 +403,7 @@ async fn compare_range(
     target: &dyn MirrorTarget,
     table: &MirroredTable,
     target_table: &str,
-    range: KeyRange,
+    range: &KeyRange,
     fingerprints: bool,
 ) -> anyhow::Result<RangeReport> {
     let columns: Vec<String> = table.schema.fields().iter().map(|f| f.name().clone()).collect();
@@ -411,7 +478,7 @@ fn same_rows(table: &MirroredTable, ours: &RecordBatch, theirs: &[RecordBatch]) 
 /// `read`, one side's rows of `range`, within [`READ_TIMEOUT`].
 async fn within<T>(
     table: &MirroredTable,
-    range: KeyRange,
+    range: &KeyRange,
     side: &str,
     read: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {

@@ -208,6 +208,16 @@ pub async fn verify_json(path: &std::path::Path, args: &[&str]) -> Verified {
     Verified(serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}")))
 }
 
+/// `sluice verify --json <path> <args>`: each table's report, by table.
+pub async fn verify_tables(path: &std::path::Path, args: &[&str]) -> std::collections::BTreeMap<String, Verified> {
+    let (_, out) = verify(path, &[&["--json"], args].concat()).await;
+    out.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{e}: {out}")))
+        .filter_map(|v| Some((v["source"].as_str()?.to_string(), Verified(v))))
+        .collect()
+}
+
 /// A fresh run of a pipeline's source with one worker, for tests that read it event by event:
 /// the pipeline, the run's enumerator (what it runs beside the readers lives as long) and worker
 /// 0's reader.

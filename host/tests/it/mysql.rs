@@ -214,29 +214,32 @@ async fn read_rows(reader: &mut Box<dyn sluice::runtime::SourceReader>, events: 
 
 /// A reader started again at the position it reported (as after a crash, from the last
 /// checkpoint) reads every row it had not returned yet, and none twice: keyset pages inside a
-/// chunk, pages after the last key of a table keyed by text and a number (quotes and backslashes
-/// in its values), offset pages of a table without a key, and keys deleted and added between the
-/// runs.
+/// chunk, chunks of a table keyed by text and a number (quotes and backslashes in its values) cut
+/// at key values read from it and paged after the last key, chunks of a table without a key cut
+/// at its `chunk_key_column` (duplicate values and NULLs), offset pages of a table without a key,
+/// and keys deleted and added between the runs. The chunks cut at values are shared by both
+/// workers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_resumed_at_its_position_reads_every_remaining_row_once() {
     let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
     maria.sql(
         "CREATE DATABASE app; CREATE TABLE app.keyed (id INT PRIMARY KEY, v INT); CREATE TABLE app.loose (v INT); \
-         CREATE TABLE app.pair (g INT, name VARCHAR(20), PRIMARY KEY (name, g)); \
+         CREATE TABLE app.pair (g INT, name VARCHAR(20), PRIMARY KEY (name, g)); CREATE TABLE app.sack (v INT, d DATE); \
          USE app; INSERT INTO app.keyed SELECT seq, seq FROM seq_1_to_12000; INSERT INTO app.loose SELECT seq FROM seq_1_to_6000; \
-         INSERT INTO app.pair SELECT seq, CONCAT('n''', seq % 3000, '\\\\') FROM seq_1_to_9000",
+         INSERT INTO app.pair SELECT seq, CONCAT('n''', seq % 3000, '\\\\') FROM seq_1_to_9000; \
+         INSERT INTO app.sack SELECT seq, IF(seq % 10 = 0, NULL, '2024-01-01' + INTERVAL seq % 50 DAY) FROM seq_1_to_14000",
     );
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "[pipeline]\nname = \"resume\"\nparallelism = 2\n\n[connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
-         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"snapshot\"\nchunk_size = 5000\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"snapshot\"\nchunk_size = 5000\nchunk_key_column = \"app[.]sack:d\"\n\n\
          [[sink]]\ntype = \"blackhole\"\n",
         maria.port
     );
     let path = pipeline_file(dir.path(), &text);
     let prepared = sluice::pipeline::prepare(&path, sluice::pipeline::load_file(&path).unwrap()).await.unwrap();
     let source = &prepared.source.component;
-    let (mut all, mut stops) = (Vec::new(), Vec::new());
+    let (mut all, mut stops, mut by_worker) = (Vec::new(), Vec::new(), std::collections::HashMap::new());
     for worker in 0..2 {
         // Stopped twice, as crashes would: once inside a keyed chunk (after its schema change and a
         // page), once further on (for worker 1: inside the table without a key).
@@ -252,6 +255,7 @@ async fn a_reader_resumed_at_its_position_reads_every_remaining_row_once() {
             let mut reader = splits.reader(worker, position.as_ref()).await.unwrap();
             let rows = read_rows(&mut reader, events).await;
             assert!(segment > 1 || events.is_none() || !rows.is_empty(), "worker {worker} read nothing before a stop");
+            by_worker.entry(worker).or_insert_with(Vec::new).extend(rows.iter().map(|(t, _)| t.clone()));
             all.extend(rows);
             position = Some(reader.position());
             stops.extend(position.clone().filter(|_| events.is_some()));
@@ -259,6 +263,10 @@ async fn a_reader_resumed_at_its_position_reads_every_remaining_row_once() {
     }
     assert!(stops.iter().any(|p| !p["cursor"].is_null()), "a stop inside a keyed chunk: {stops:?}");
     assert!(stops.iter().any(|p| !p["after"].is_null()), "a stop inside the table keyed by text: {stops:?}");
+    assert!(stops.iter().any(|p| p["cuts"]["pair"].as_array().is_some_and(|c| !c.is_empty())), "{stops:?}");
+    for table in ["app.pair", "app.sack"] {
+        assert!(by_worker.values().all(|w| w.iter().any(|t| t == table)), "both workers read chunks of {table}");
+    }
     assert!(
         stops.iter().any(|p| p["cursor"].is_null() && p["rows"].as_u64() > Some(0)),
         "a stop inside the table without a key: {stops:?}"
@@ -267,6 +275,7 @@ async fn a_reader_resumed_at_its_position_reads_every_remaining_row_once() {
     let mut expected: Vec<(String, i64)> = (1..=12000).chain([20000]).map(|i| ("app.keyed".to_string(), i)).collect();
     expected.extend((1..=6000).map(|i| ("app.loose".to_string(), i)));
     expected.extend((1..=9000).map(|i| ("app.pair".to_string(), i)));
+    expected.extend((1..=14000).map(|i| ("app.sack".to_string(), i)));
     expected.sort();
     assert_eq!(all.len(), expected.len(), "rows read in all, over both workers and their restarts");
     assert_eq!(all, expected);
@@ -1427,4 +1436,68 @@ async fn more_tables_than_doris_running_transactions_limit_are_loaded_under_it()
     .await;
     let (code, log) = run.stop().await;
     assert_eq!(code, Some(0), "{log}");
+}
+
+/// Tables keyed by a DATETIME and a number, by a DECIMAL past 2^53, and by text in a collation
+/// that sorts otherwise than Doris: snapshot chunks and `sluice verify`'s ranges are cut at values
+/// read from MariaDB's index (decimals written as numbers, so MariaDB compares them exactly, not as
+/// doubles), the snapshot spread over two workers; a tampered row costs one range read row by row.
+/// Rows of the text key fall in other ranges in Doris (`B…` sorts before `a…` in bytes, between
+/// `a…` and `c…` in `utf8mb4_general_ci`): paired up again, they agree, but the tampered one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_keyed_by_datetimes_or_decimals_are_cut_at_their_values_to_read_and_verify() {
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; USE app; \
+         CREATE TABLE by_time (at DATETIME(3), n INT, v VARCHAR(10), PRIMARY KEY (at, n)); \
+         INSERT INTO by_time SELECT '2024-01-01 00:00:00.250' + INTERVAL seq DIV 10 SECOND, seq, CONCAT('t', seq) FROM seq_1_to_120000; \
+         CREATE TABLE by_amount (amount DECIMAL(20,2) PRIMARY KEY, v VARCHAR(10)); \
+         INSERT INTO by_amount SELECT 123456789012345678.25 - seq / 4, CONCAT('a', seq) FROM seq_1_to_110000; \
+         CREATE TABLE by_name (name VARCHAR(20) PRIMARY KEY, v INT) DEFAULT CHARSET utf8mb4 COLLATE utf8mb4_general_ci; \
+         INSERT INTO by_name SELECT CONCAT(ELT(seq % 3 + 1, 'a', 'B', 'c'), LPAD(seq, 6, '0')), seq FROM seq_1_to_110000",
+    );
+    let doris = Doris::start().await;
+    doris.sql("CREATE DATABASE ods");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nname = \"cuts\"\nparallelism = 2\n\n\
+         [connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [doris]\nfenodes = {}\n\n\
+         [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"snapshot\"\nchunk_size = 3000\n\n\
+         [[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\n",
+        maria.port,
+        doris.fenodes()
+    );
+    let path = pipeline_file(dir.path(), &text);
+    crate::common::run_file(&path).await.unwrap();
+    let reports = crate::common::verify_tables(&path, &[]).await;
+    assert_eq!(reports["app.by_time"].counts(), (120_000, 120_000, 120_000, 0), "{reports:?}");
+    assert_eq!(reports["app.by_amount"].counts(), (110_000, 110_000, 110_000, 0), "{reports:?}");
+    let (compared, equal, _, differing) = reports["app.by_name"].counts();
+    assert_eq!((compared, equal, differing), (110_000, 110_000, 0), "{reports:?}");
+    let name = &reports["app.by_name"].0;
+    assert_eq!((&name["missing"], &name["extra"]), (&json!(0), &json!(0)), "{name}");
+
+    doris.sql("UPDATE ods.by_time SET v = 'drift' WHERE n = 60005");
+    doris.sql("DELETE FROM ods.by_amount WHERE amount = 123456789012345678.25 - 25000");
+    doris.sql("UPDATE ods.by_name SET v = -1 WHERE name = 'B000004'");
+    let reports = crate::common::verify_tables(&path, &["--recheck-after", "0s"]).await;
+    let (time, amount) = (&reports["app.by_time"], &reports["app.by_amount"]);
+    let (compared, equal, summed, differing) = time.counts();
+    assert_eq!((compared, equal, differing), (120_000, 119_999, 1), "{time:?}");
+    assert!((70_000..=100_000).contains(&summed), "one range of about 50,000 rows read row by row: {time:?}");
+    assert_eq!(time.0["samples"][0]["key"], "at=2024-01-01T01:40:00.250, n=60005", "{time:?}");
+    let (compared, equal, summed, differing) = amount.counts();
+    assert_eq!((compared, equal, differing), (110_000, 109_999, 0), "{amount:?}");
+    assert!((60_000..=100_000).contains(&summed), "{amount:?}");
+    assert_eq!(amount.0["samples"][0]["key"], "amount=123456789012320678.25", "{amount:?}");
+    let name = &reports["app.by_name"];
+    let (compared, equal, _, differing) = name.counts();
+    assert_eq!(
+        (compared, equal, differing, &name.0["missing"], &name.0["extra"]),
+        (110_000, 109_999, 1, &json!(0), &json!(0)),
+        "{name:?}"
+    );
+    assert_eq!(name.0["samples"][0]["key"], "name=B000004", "{name:?}");
+    assert_eq!(name.0["samples"][0]["columns"], json!([{"column": "v", "source": "4", "doris": "-1"}]), "{name:?}");
 }

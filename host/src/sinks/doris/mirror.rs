@@ -66,11 +66,12 @@ impl MirrorTarget for DorisMirror {
         target: &str,
         columns: &[String],
         key: Option<&str>,
-        range: KeyRange,
+        range: &KeyRange,
     ) -> anyhow::Result<Vec<RecordBatch>> {
         let (db, table) = target.split_once('.').with_context(|| format!("`{target}` is not `db.table`"))?;
         let columns: Vec<String> = columns.iter().map(|c| quote(c)).collect();
-        let filter = key.map(|k| range.filter(&quote(k))).unwrap_or_default();
+        let literal = |v: &str| mysql_async::Value::from(v).as_sql(false);
+        let filter = key.map(|k| range.filter(&quote(k), literal)).unwrap_or_default();
         let sql = format!("SELECT {} FROM {}.{}{filter}", columns.join(", "), quote(db), quote(table));
         let mut reader = self.session().await?;
         let batches = read_all(&mut reader, &sql).await.with_context(|| format!("reading Doris table `{target}`"))?;

@@ -1,7 +1,9 @@
-//! Snapshot chunks of a table with a single integer key, and a reader's cursor through its
-//! share of them, shared by the database sources.
+//! Snapshot chunks of a table — ranges of a single integer key, or ranges between key values read
+//! from the table (composite, text, date, UUID keys, or a chosen `chunk_key_column`) — and a
+//! reader's cursor through its share of them, shared by the database sources.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,11 +21,26 @@ pub(crate) struct Chunk {
     pub range: Option<(i64, Option<i64>)>,
     /// The width of the table's chunks.
     pub step: u64,
+    /// A chunk between key values read from the table ([`Cut`]), when `range` is none.
+    pub cut: Option<Arc<Cut>>,
+}
+
+/// Chunk `ordinal` of a table cut at key values: its rows from key `from` (none: the first chunk)
+/// up to, not including, key `to` (none: the last). The values are kept in the positions while
+/// the table is read, so a restart reads the same chunks however the table changed since.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Cut {
+    pub ordinal: i64,
+    pub from: Option<Vec<String>>,
+    pub to: Option<Vec<String>>,
 }
 
 impl Chunk {
     pub fn start(&self) -> i64 {
-        self.range.map_or(i64::MIN, |(s, _)| s)
+        match (&self.cut, self.range) {
+            (Some(cut), _) => cut.ordinal,
+            (None, range) => range.map_or(i64::MIN, |(s, _)| s),
+        }
     }
 
     /// The width of the chunks of a table whose keys lie in `bounds`: `chunk_size`, doubled until
@@ -42,7 +59,7 @@ impl Chunk {
     /// The chunks of table `table`, whose keys lie in `bounds` (none: it is empty), cut at
     /// multiples of `step` whatever the lowest key is today.
     pub fn split(table: usize, bounds: Option<(i64, i64)>, step: u64) -> Vec<Chunk> {
-        let open = |from: i64| Chunk { table, range: Some((from, None)), step };
+        let open = |from: i64| Chunk { table, range: Some((from, None)), step, cut: None };
         let Some((lo, hi)) = bounds else { return vec![open(i64::MIN)] };
         let width = i128::from(step.max(1));
         let mut chunks = Vec::new();
@@ -50,7 +67,7 @@ impl Chunk {
         let mut next = (i128::from(lo).div_euclid(width) + 1) * width;
         while next <= i128::from(hi) {
             let at = next as i64; // <= hi, so it fits
-            chunks.push(Chunk { table, range: Some((from, Some(at))), step });
+            chunks.push(Chunk { table, range: Some((from, Some(at))), step, cut: None });
             from = at;
             next += width;
         }
@@ -60,9 +77,38 @@ impl Chunk {
 
     /// The whole table, in one piece (no integer key).
     pub fn whole(table: usize) -> Chunk {
-        Chunk { table, range: None, step: 1 }
+        Chunk { table, range: None, step: 1, cut: None }
+    }
+
+    /// The chunks of table `table` between the key values `bounds` (in key order): one more than
+    /// there are bounds.
+    pub fn between(table: usize, bounds: &[Vec<String>]) -> Vec<Chunk> {
+        let edges: Vec<Option<&Vec<String>>> =
+            std::iter::once(None).chain(bounds.iter().map(Some)).chain(std::iter::once(None)).collect();
+        edges
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| Chunk {
+                table,
+                range: None,
+                step: 1,
+                cut: Some(Arc::new(Cut { ordinal: i as i64, from: w[0].cloned(), to: w[1].cloned() })),
+            })
+            .collect()
     }
 }
+
+/// Rows per chunk of a table cut at key values: `chunk_size`, more when the table would have
+/// more than [`MAX_CUTS`] chunks (its bounds are kept in the positions while it is read).
+pub(crate) fn rows_per_cut(chunk_size: u64, estimated_rows: Option<u64>) -> u64 {
+    chunk_size.max(1).max(estimated_rows.unwrap_or(0).div_ceil(MAX_CUTS))
+}
+
+/// The key values each table cut at them is cut at, by table name.
+pub(crate) type Cuts = BTreeMap<String, Vec<Vec<String>>>;
+
+/// At most about this many chunks per table cut at key values.
+pub(crate) const MAX_CUTS: u64 = 2048;
 
 /// Where a reader stands in its chunks: the chunk it reads (its table and start; none before the
 /// first), and where in it the next page starts (the next key value, or the rows delivered for a
@@ -86,30 +132,68 @@ pub(crate) struct ChunkCursor {
     /// delivered, as text (the next page starts after them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Vec<String>>,
+    /// The key values each table cut at them is cut at ([`Chunk::between`]), for the tables this
+    /// reader has chunks of still to read (a restart finds a table none keeps read, or reads it
+    /// whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuts: Option<BTreeMap<String, Vec<Vec<String>>>>,
 }
 
-/// Pages of a table read in the order of a key that is not one integer (composite, text, dates):
-/// each starts after the last row's key values, so no page skips over the rows before it.
+/// Rows compared with key values in the order of a key that is not one integer (composite, text,
+/// dates): the pages of such a key each start after the last row's key values, so no page skips
+/// over the rows before it, and its chunks lie between key values read from the table.
 pub(crate) struct Keyset {
     /// The key's columns, quoted.
     pub columns: Vec<String>,
-    /// A value as a literal of the dialect.
-    pub literal: fn(&str) -> String,
+    /// The same, as named.
+    pub names: Vec<String>,
+    /// A value of each column as a literal of the dialect.
+    pub literals: Vec<Literal>,
+}
+
+/// A column's value (as the text Doris gets) as a literal of the server's SQL.
+pub(crate) type Literal = fn(&str) -> String;
+
+/// How rows compare with key values ([`Keyset::compare`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// After them.
+    After,
+    /// At or after them.
+    From,
+    /// Before them.
+    Before,
 }
 
 impl Keyset {
-    /// `(c1, c2, …) > (v1, v2, …)`, spelled out: `c1 > v1 OR (c1 = v1 AND (c2 > v2 OR …))`.
-    fn after(&self, values: &[String]) -> String {
+    /// `(c1, c2, …) > (v1, v2, …)` (or `>=`, `<`), spelled out — `c1 > v1 OR (c1 = v1 AND (c2 > v2
+    /// OR …))` — behind a bound on the first column alone, which any server's index takes.
+    pub fn compare(&self, values: &[String], bound: Bound) -> String {
+        let (strict, last) = match bound {
+            Bound::After => (">", ">"),
+            Bound::From => (">", ">="),
+            Bound::Before => ("<", "<"),
+        };
         let mut out = String::new();
-        for (i, (c, v)) in self.columns.iter().zip(values).enumerate().rev() {
-            let v = (self.literal)(v);
+        for (i, ((c, v), literal)) in self.columns.iter().zip(values).zip(&self.literals).enumerate().rev() {
+            let v = literal(v);
             out = if i == self.columns.len() - 1 {
-                format!("{c} > {v}")
+                format!("{c} {last} {v}")
             } else {
-                format!("{c} > {v} OR ({c} = {v} AND ({out}))")
+                format!("{c} {strict} {v} OR ({c} = {v} AND ({out}))")
             };
         }
-        out
+        match (self.columns.first(), values.first()) {
+            (Some(c), Some(v)) if self.columns.len() > 1 => {
+                format!("{c} {strict}= {} AND ({out})", (self.literals[0])(v))
+            }
+            _ => out,
+        }
+    }
+
+    /// `ORDER BY` of the key.
+    pub fn order(&self) -> String {
+        self.columns.join(", ")
     }
 }
 
@@ -126,6 +210,7 @@ pub(crate) fn resume(
 ) -> (VecDeque<Chunk>, bool) {
     let n = readers.max(1) as i128;
     let mine = |c: &Chunk| match c.range {
+        _ if c.cut.is_some() => c.start().rem_euclid(n as i64) as usize == worker,
         Some((s, _)) if s != i64::MIN => {
             i128::from(s).div_euclid(i128::from(c.step.max(1))).rem_euclid(n) as usize == worker
         }
@@ -153,32 +238,46 @@ impl ChunkCursor {
         }
     }
 
-    /// What follows `SELECT … FROM t` for the next page of `chunk`: a key range on the quoted
-    /// integer `key` (keyset pages), the rows after the last one delivered in `keyset`'s order, or
-    /// rows after those delivered in the quoted `order`.
+    /// What follows `SELECT … FROM t` for the next page of `chunk`, and the most rows it gives
+    /// (none: the rest of the chunk): a key range on the quoted integer `key` (keyset pages), or
+    /// the rows of the chunk's [`Cut`] (between values of `cut_by`) — after the last one delivered
+    /// in `keyset`'s order, else all at once — or rows after those delivered in the quoted `order`.
     pub fn page(
         &self,
         chunk: &Chunk,
         key: Option<&str>,
-        keyset: Option<&Keyset>,
+        (keyset, cut_by): (Option<&Keyset>, Option<&Keyset>),
         order: Option<&str>,
         page_rows: u64,
-    ) -> String {
+    ) -> (String, Option<u64>) {
+        let filter = |f: Vec<String>| if f.is_empty() { String::new() } else { format!(" WHERE {}", f.join(" AND ")) };
+        let mut filters = Vec::new();
+        if let (Some(cut), Some(by)) = (&chunk.cut, cut_by) {
+            filters.extend(cut.from.as_ref().map(|v| by.compare(v, Bound::From)));
+            if let Some(to) = &cut.to {
+                let before = by.compare(to, Bound::Before);
+                // The first chunk of a column that is not the key holds its NULLs too.
+                let nulls = cut.from.is_none() && keyset.is_none_or(|k| k.columns != by.columns);
+                filters.push(if nulls { format!("({before} OR {} IS NULL)", by.columns[0]) } else { before });
+            }
+        }
         match (chunk.range, key) {
             (Some((from, to)), Some(key)) => {
                 let start = self.cursor.unwrap_or(from);
                 let below = to.map(|to| format!(" AND {key} < {to}")).unwrap_or_default();
-                format!(" WHERE {key} >= {start}{below} ORDER BY {key} LIMIT {page_rows}")
+                (format!(" WHERE {key} >= {start}{below} ORDER BY {key} LIMIT {page_rows}"), Some(page_rows))
             }
             // (A position of an earlier version may stand inside such a table by rows: on by them.)
             _ if keyset.is_some() && (self.rows == 0 || self.after.is_some()) => {
                 let keyset = keyset.expect("matched");
-                let filter = self.after.as_ref().map(|a| format!(" WHERE {}", keyset.after(a))).unwrap_or_default();
-                format!("{filter} ORDER BY {} LIMIT {page_rows}", keyset.columns.join(", "))
+                filters.extend(self.after.as_ref().map(|a| keyset.compare(a, Bound::After)));
+                (format!("{} ORDER BY {} LIMIT {page_rows}", filter(filters), keyset.order()), Some(page_rows))
             }
+            // A chunk of a table without a key: read in one statement.
+            _ if chunk.cut.is_some() => (filter(filters), None),
             _ => {
                 let order = order.map(|o| format!(" ORDER BY {o}")).unwrap_or_default();
-                format!("{order} LIMIT {page_rows} OFFSET {}", self.rows)
+                (format!("{order} LIMIT {page_rows} OFFSET {}", self.rows), Some(page_rows))
             }
         }
     }
@@ -195,9 +294,17 @@ impl ChunkCursor {
         name: impl Fn(usize) -> String,
     ) {
         if n < page_rows {
-            chunks.pop_front();
+            let read = chunks.pop_front();
             let next = chunks.front().map(|c| (name(c.table), c.start()));
+            let mut cuts = self.cuts.take();
+            // The bounds of a table whose chunks this reader has all read are no longer kept.
+            if let (Some(cuts), Some(read)) = (cuts.as_mut(), read)
+                && next.as_ref().is_none_or(|(t, _)| *t != name(read.table))
+            {
+                cuts.remove(&name(read.table));
+            }
             *self = ChunkCursor {
+                cuts,
                 done: next.is_none(),
                 late: self.late && next.is_some(),
                 table: next.as_ref().map(|n| n.0.clone()),
@@ -215,6 +322,17 @@ impl ChunkCursor {
     /// Every chunk is read.
     pub fn finish(&mut self) {
         *self = ChunkCursor { done: true, ..ChunkCursor::default() };
+    }
+
+    /// The key values the tables of a snapshot under way are cut at, as its positions keep them.
+    pub fn restored_cuts<'a>(
+        positions: impl IntoIterator<Item = &'a ChunkCursor>,
+    ) -> BTreeMap<String, Vec<Vec<String>>> {
+        positions
+            .into_iter()
+            .filter_map(|p| p.cuts.as_ref())
+            .flat_map(|c| c.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .collect()
     }
 
     /// The chunk widths a run uses: those of the restored positions, the same for every reader.
@@ -243,22 +361,73 @@ mod tests {
     fn a_key_that_is_not_one_integer_pages_after_the_last_row() {
         let keyset = super::Keyset {
             columns: vec!["`a`".into(), "`b`".into(), "`c`".into()],
-            literal: |v| format!("'{}'", v.replace('\'', "''")),
+            names: vec!["a".into(), "b".into(), "c".into()],
+            literals: vec![|v| format!("'{}'", v.replace('\'', "''")); 3],
         };
         let mut at = super::ChunkCursor::default();
         let whole = Chunk::whole(0);
-        assert_eq!(at.page(&whole, None, Some(&keyset), None, 10), " ORDER BY `a`, `b`, `c` LIMIT 10");
+        let page = |at: &super::ChunkCursor| at.page(&whole, None, (Some(&keyset), None), Some("`a`"), 10).0;
+        assert_eq!(page(&at), " ORDER BY `a`, `b`, `c` LIMIT 10");
         let mut chunks = std::collections::VecDeque::from([whole.clone()]);
         at.advance(&mut chunks, (10, 10), None, Some(vec!["x".into(), "it's".into(), "3".into()]), |_| "t".into());
         assert_eq!(
-            at.page(&whole, None, Some(&keyset), None, 10),
-            " WHERE `a` > 'x' OR (`a` = 'x' AND (`b` > 'it''s' OR (`b` = 'it''s' AND (`c` > '3')))) ORDER BY `a`, `b`, `c` LIMIT 10"
+            page(&at),
+            " WHERE `a` >= 'x' AND (`a` > 'x' OR (`a` = 'x' AND (`b` > 'it''s' OR (`b` = 'it''s' AND (`c` > '3'))))) ORDER BY `a`, `b`, `c` LIMIT 10"
         );
         // A position inside the table by rows (an earlier version's) goes on by them.
         let by_rows = super::ChunkCursor { rows: 20, ..Default::default() };
-        assert_eq!(by_rows.page(&whole, None, Some(&keyset), Some("`a`"), 10), " ORDER BY `a` LIMIT 10 OFFSET 20");
+        assert_eq!(page(&by_rows), " ORDER BY `a` LIMIT 10 OFFSET 20");
         at.advance(&mut chunks, (3, 10), None, None, |_| "t".into());
         assert!(at.done && at.after.is_none(), "a short page ends the table");
+    }
+
+    #[test]
+    fn chunks_between_key_values_page_inside_their_bounds() {
+        let keyset = super::Keyset {
+            columns: vec!["a".into(), "b".into()],
+            names: vec!["a".into(), "b".into()],
+            literals: vec![|v| format!("'{v}'"); 2],
+        };
+        let bounds = vec![vec!["k".to_string(), "1".to_string()], vec!["p".to_string(), "7".to_string()]];
+        let chunks = Chunk::between(3, &bounds);
+        assert_eq!(chunks.iter().map(Chunk::start).collect::<Vec<_>>(), vec![0, 1, 2]);
+        let mut at = super::ChunkCursor::default();
+        let by_key = (Some(&keyset), Some(&keyset));
+        let sql = |at: &super::ChunkCursor, c: &Chunk| at.page(c, None, by_key, None, 10).0;
+        assert_eq!(
+            sql(&at, &chunks[0]),
+            " WHERE a <= 'k' AND (a < 'k' OR (a = 'k' AND (b < '1'))) ORDER BY a, b LIMIT 10"
+        );
+        assert_eq!(
+            sql(&at, &chunks[1]),
+            " WHERE a >= 'k' AND (a > 'k' OR (a = 'k' AND (b >= '1'))) AND a <= 'p' AND (a < 'p' OR (a = 'p' AND (b < '7'))) ORDER BY a, b LIMIT 10"
+        );
+        let mut left = std::collections::VecDeque::from(vec![chunks[2].clone()]);
+        at.cuts = Some([("t".to_string(), bounds.clone())].into());
+        at.advance(&mut left, (10, 10), None, Some(vec!["q".into(), "2".into()]), |_| "t".into());
+        assert_eq!(
+            sql(&at, &chunks[2]),
+            " WHERE a >= 'p' AND (a > 'p' OR (a = 'p' AND (b >= '7'))) AND a >= 'q' AND (a > 'q' OR (a = 'q' AND (b > '2'))) ORDER BY a, b LIMIT 10"
+        );
+        at.advance(&mut left, (2, 10), None, None, |_| "t".into());
+        assert!(at.done && at.cuts.as_ref().is_some_and(|c| c.is_empty()), "{at:?}");
+
+        // Cut at a column that is not a key: its NULLs are in the first chunk, read in one go.
+        let by =
+            super::Keyset { columns: vec!["d".into()], names: vec!["d".into()], literals: vec![|v| format!("'{v}'")] };
+        let chunks = Chunk::between(0, &[vec!["2024-01-01".to_string()]]);
+        let fresh = super::ChunkCursor::default();
+        assert_eq!(
+            fresh.page(&chunks[0], None, (None, Some(&by)), None, 10),
+            (" WHERE (d < '2024-01-01' OR d IS NULL)".into(), None)
+        );
+        assert_eq!(
+            fresh.page(&chunks[1], None, (None, Some(&by)), None, 10),
+            (" WHERE d >= '2024-01-01'".into(), None)
+        );
+        // Chunks go to readers by their ordinal.
+        let (mine, _) = super::resume(&chunks, 2, 1, &fresh, |_| "t".into());
+        assert_eq!(mine.iter().map(Chunk::start).collect::<Vec<_>>(), vec![1]);
     }
 
     #[test]

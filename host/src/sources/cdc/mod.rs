@@ -10,7 +10,7 @@
 //! how to open the log) and its [`LogFollower`] (the binlog, pgoutput): a new CDC source is one of
 //! each, plus its options.
 
-mod chunks;
+pub(crate) mod chunks;
 pub(crate) mod log;
 pub(crate) mod mirror;
 pub(crate) mod progress;
@@ -70,6 +70,8 @@ pub(crate) struct Scope {
     namespaces: Option<regex::Regex>,
     include: regex::Regex,
     exclude: Option<regex::Regex>,
+    /// `chunk_key_column`: the tables it names (none: every table), each with its column.
+    chunk_keys: Vec<ChunkKey>,
     pub binary: BinaryHandling,
     /// `server_time_zone`: where instants (MySQL TIMESTAMP, PostgreSQL TIMESTAMPTZ) are shown
     /// (none: UTC).
@@ -88,8 +90,16 @@ impl Scope {
         zone: Option<chrono_tz::Tz>,
     ) -> Result<Scope, (String, String)> {
         let (include, exclude) = tables.compile()?;
+        let chunk_keys = tables.chunk_keys()?;
         let namespaces = pattern.then(|| crate::sources::regex("source.database", namespace)).transpose()?;
-        Ok(Scope { namespace: namespace.to_string(), namespaces, include, exclude, binary, zone })
+        Ok(Scope { namespace: namespace.to_string(), namespaces, include, exclude, chunk_keys, binary, zone })
+    }
+
+    /// The column `chunk_key_column` chooses to cut table `id` (`namespace.name`) into snapshot
+    /// chunks at, if it names one for it.
+    pub fn chunk_key(&self, id: &str, name: &str) -> Option<&str> {
+        let covers = |t: &Option<regex::Regex>| t.as_ref().is_none_or(|re| re.is_match(id) || re.is_match(name));
+        self.chunk_keys.iter().find(|(t, _)| covers(t)).map(|(_, c)| c.as_str())
     }
 
     /// Whether tables of namespace `namespace` may be followed.
@@ -112,11 +122,16 @@ impl Scope {
     }
 }
 
-/// A source's table options as written: `include`, `exclude` and `chunk_size`.
+/// A `chunk_key_column` entry: the tables it names (none: every table), and the column.
+type ChunkKey = (Option<regex::Regex>, String);
+
+/// A source's table options as written: `include`, `exclude`, `chunk_size` and
+/// `chunk_key_column`.
 pub(crate) struct TablePatterns<'a> {
     pub include: &'a str,
     pub exclude: Option<&'a str>,
     pub chunk_size: u64,
+    pub chunk_key_column: Option<&'a str>,
 }
 
 impl TablePatterns<'_> {
@@ -126,9 +141,34 @@ impl TablePatterns<'_> {
         Ok((include, exclude))
     }
 
+    /// `chunk_key_column` (Flink CDC's `scan.incremental.snapshot.chunk.key-column`): `column`
+    /// for every table, or `table:column` entries separated by `;`, each table a regex matched
+    /// against the whole `database.table` or table name.
+    fn chunk_keys(&self) -> Result<Vec<ChunkKey>, (String, String)> {
+        let key = "source.chunk_key_column";
+        let Some(written) = self.chunk_key_column else { return Ok(Vec::new()) };
+        let entries = written.split(';').map(str::trim).filter(|e| !e.is_empty());
+        let parsed = entries
+            .map(|entry| match entry.rsplit_once(':') {
+                Some((table, column)) if !column.trim().is_empty() => {
+                    Ok((Some(crate::sources::regex(key, table.trim())?), column.trim().to_string()))
+                }
+                Some(_) => Err((key.to_string(), format!("`{entry}` names no column: write `table:column`"))),
+                None => Ok((None, entry.to_string())),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if parsed.is_empty() {
+            return Err((
+                key.into(),
+                "names no column: write `column`, or `table:column` entries separated by `;`".into(),
+            ));
+        }
+        Ok(parsed)
+    }
     /// The checks every CDC source makes of these keys.
     pub fn validate(&self) -> crate::pipeline::Checked {
         self.compile()?;
+        self.chunk_keys()?;
         if self.chunk_size == 0 {
             return Err(("source.chunk_size".into(), "must be at least 1".into()));
         }
@@ -337,12 +377,15 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     fn quote(&self, name: &str) -> String;
     /// `SELECT <columns> FROM <table>`, to which a page's range, order and limit are added.
     fn select(&self, t: &Self::Table) -> String;
-    /// A key value of `t` (as [`Dialect::rows`] gives it) as a literal, when every column of its
-    /// primary key compares in the server as that text says (then a table read whole is paged
-    /// by key, [`chunks::Keyset`]; else by OFFSET).
-    fn key_literal(&self, _t: &Self::Table) -> Option<fn(&str) -> String> {
+    /// How a value of each of `columns` of `t` (as [`Dialect::rows`] gives it) is written as a
+    /// literal, when every one of them compares in the server exactly as that literal says (then
+    /// `t` is cut into chunks, and paged, at their values: [`chunks::Keyset`]; else it is read
+    /// whole, by OFFSET).
+    fn key_literal(&self, _t: &Self::Table, _columns: &[String]) -> Option<Vec<chunks::Literal>> {
         None
     }
+    /// The tables the source reads, and how.
+    fn scope(&self) -> &Scope;
     /// The order of a table without a key's pages (none: the server's).
     fn keyless_order(&self) -> Option<&'static str> {
         None
@@ -477,6 +520,10 @@ macro_rules! cdc_source {
             /// `scan.incremental.snapshot.chunk.size`, 8096).
             #[serde(default = "crate::sources::cdc::default_chunk_size")]
             pub chunk_size: u64,
+            /// The column snapshot chunks are cut at, instead of the primary key (Flink CDC's
+            /// `scan.incremental.snapshot.chunk.key-column`): `column`, or `table:column`
+            /// entries separated by `;` (a table without a key is then read in parallel too).
+            pub chunk_key_column: Option<String>,
             /// Binary values (BLOB, BINARY, BYTEA): `base64` (default), `hex`, or `text` (UTF-8
             /// bytes as they are, others an error).
             #[serde(default)]
@@ -503,6 +550,7 @@ macro_rules! cdc_source {
                     include: &self.include,
                     exclude: self.exclude.as_deref(),
                     chunk_size: self.chunk_size,
+                    chunk_key_column: self.chunk_key_column.as_deref(),
                 }
             }
         }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
 use tokio::sync::watch;
 
-use super::chunks::{Chunk, ChunkCursor, Keyset, resume};
+use super::chunks::{Bound, Chunk, ChunkCursor, Cuts, Keyset, Literal, resume, rows_per_cut};
 use super::{CdcTable, Dialect, LogFollower, LogState, PAGE_ROWS};
 use crate::runtime::{Event, Position, SourceReader, SplitEnumerator, TableId};
 use crate::sources::StartupMode;
@@ -80,8 +80,11 @@ impl<D: Dialect> Enumerator<D> {
         let snapshot_done =
             !fresh && positions.iter().all(|p| p.as_ref().is_some_and(|p| p.chunk.done || p.chunk.late));
         let gate = (self.mode == StartupMode::Initial && positions.len() > 1).then(|| watch::channel(snapshot_done).0);
-        // The chunk widths of a snapshot under way stay as it began.
+        // The chunk widths, and key values chunks are cut at, of a snapshot under way stay as it
+        // began.
         let mut steps = ChunkCursor::restored_steps(positions.iter().flatten().map(|p| &p.chunk));
+        let kept_cuts = ChunkCursor::restored_cuts(positions.iter().flatten().map(|p| &p.chunk));
+        let mut cuts = BTreeMap::new();
         // The server the log is read from, and where its log goes on when the position is of
         // another one.
         let first = positions.first().and_then(Option::as_ref);
@@ -100,13 +103,16 @@ impl<D: Dialect> Enumerator<D> {
         let (mut chunks, mut late) = (Vec::new(), Vec::new());
         if !self.mode.log_only() && !snapshot_done {
             let all: Vec<usize> = (0..tables.len()).collect();
-            chunks = self.cut(&tables, &all, &mut steps).await?;
+            let kept = (!fresh).then_some(&kept_cuts);
+            chunks = self.cut(&tables, &all, &mut steps, (kept, &mut cuts)).await?;
         } else if let (Some(known), StartupMode::Initial) = (known, self.mode) {
             let new: Vec<usize> = (0..tables.len()).filter(|&i| !known.contains(tables[i].id())).collect();
             for &i in &new {
                 tracing::info!("`{}` is new to the log's position: worker 0 reads it before the log", tables[i].id());
             }
-            late = self.cut(&tables, &new, &mut steps).await?;
+            // Cut afresh unless worker 0 was reading them.
+            let kept = first.is_some_and(|p| p.chunk.late).then_some(&kept_cuts);
+            late = self.cut(&tables, &new, &mut steps, (kept, &mut cuts)).await?;
         }
         Ok(Box::new(Chunks {
             dialect: self.dialect,
@@ -117,6 +123,7 @@ impl<D: Dialect> Enumerator<D> {
             relocated,
             readers: positions.len(),
             steps,
+            cuts,
             log_start: self.log_start,
             snapshot: self.snapshot,
             schema_only: self.mode == StartupMode::SchemaOnly,
@@ -126,12 +133,15 @@ impl<D: Dialect> Enumerator<D> {
 }
 
 impl<D: Dialect> Enumerator<D> {
-    /// The chunks of `which` of `tables` (the widths in `steps`, new ones added).
+    /// The chunks of `which` of `tables` (the widths in `steps`, new ones added). A table cut at
+    /// key values is cut where `kept` says (a restored run's: a table it has none of is read
+    /// whole), else at values read now; the values used go to `cuts`.
     async fn cut(
         &self,
         tables: &[D::Table],
         which: &[usize],
         steps: &mut BTreeMap<String, u64>,
+        (kept, cuts): (Option<&Cuts>, &mut Cuts),
     ) -> anyhow::Result<Vec<Chunk>> {
         let mut chunks = Vec::new();
         let mut session = None;
@@ -145,22 +155,13 @@ impl<D: Dialect> Enumerator<D> {
                 session = Some(self.dialect.session(None).await?);
             }
             let open = session.as_mut().expect("opened above");
-            let estimated = self.dialect.estimated_rows(open, t).await;
-            let Some(key) = t.integer_key() else {
-                chunks.push(Chunk::whole(i));
-                self.dialect.progress().planned(t.id().as_str(), 1, estimated);
-                continue;
-            };
-            let bounds = match self.dialect.bounds(open, t, key).await {
-                Ok(b) => b,
+            let split = match self.cut_table(open, i, t, steps, (kept, cuts)).await {
+                Ok(split) => split,
                 Err(e) => {
                     self.dialect.close(session.take().expect("opened above")).await;
                     return Err(e);
                 }
             };
-            let step = *steps.entry(t.name().to_string()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
-            let split = Chunk::split(i, bounds, step);
-            self.dialect.progress().planned(t.id().as_str(), split.len() as u64, estimated);
             chunks.extend(split);
         }
         if let Some(session) = session {
@@ -168,6 +169,117 @@ impl<D: Dialect> Enumerator<D> {
         }
         Ok(chunks)
     }
+
+    /// The chunks of table `i`, `t` (see [`Enumerator::cut`]).
+    async fn cut_table(
+        &self,
+        open: &mut D::Session,
+        i: usize,
+        t: &D::Table,
+        steps: &mut BTreeMap<String, u64>,
+        (kept, cuts): (Option<&Cuts>, &mut Cuts),
+    ) -> anyhow::Result<Vec<Chunk>> {
+        let estimated = self.dialect.estimated_rows(open, t).await;
+        if let Some(by) = cut_by(&*self.dialect, t)? {
+            let bounds = match kept {
+                Some(kept) => kept.get(t.name()).cloned(),
+                None => Some(cut_values(&*self.dialect, open, t, &by, rows_per_cut(self.chunk_size, estimated)).await?),
+            };
+            let split = match bounds {
+                Some(bounds) => {
+                    let split = Chunk::between(i, &bounds);
+                    cuts.insert(t.name().to_string(), bounds);
+                    split
+                }
+                None => vec![Chunk::whole(i)],
+            };
+            self.dialect.progress().planned(t.id().as_str(), split.len() as u64, estimated);
+            return Ok(split);
+        }
+        let Some(key) = t.integer_key() else {
+            self.dialect.progress().planned(t.id().as_str(), 1, estimated);
+            return Ok(vec![Chunk::whole(i)]);
+        };
+        let bounds = self.dialect.bounds(open, t, key).await?;
+        let step = *steps.entry(t.name().to_string()).or_insert_with(|| Chunk::step_for(bounds, self.chunk_size));
+        let split = Chunk::split(i, bounds, step);
+        self.dialect.progress().planned(t.id().as_str(), split.len() as u64, estimated);
+        Ok(split)
+    }
+}
+
+/// The values of `by` that cut `t` into pieces of about `rows` rows: each the value `rows` rows
+/// after the one before, read from the table's index (`… ORDER BY key LIMIT 1 OFFSET rows`), so
+/// cutting costs one pass over the keys whatever their type and spread. (Snapshot chunks, and
+/// `sluice verify`'s ranges.)
+pub(crate) async fn cut_values<D: Dialect>(
+    dialect: &D,
+    session: &mut D::Session,
+    t: &D::Table,
+    by: &Keyset,
+    rows: u64,
+) -> anyhow::Result<Vec<Vec<String>>> {
+    let at: Vec<usize> = by.names.iter().filter_map(|c| t.column(c)).collect();
+    let not_null = format!("{} IS NOT NULL", by.columns[0]);
+    let mut values: Vec<Vec<String>> = Vec::new();
+    loop {
+        let from = values.last().map(|v| format!(" AND {}", by.compare(v, Bound::From))).unwrap_or_default();
+        let sql = format!("{} WHERE {not_null}{from} ORDER BY {} LIMIT 1 OFFSET {rows}", dialect.select(t), by.order());
+        let Some(mut next) = first_key(dialect, session, t, &at, &sql).await? else { break };
+        if values.last() == Some(&next) {
+            // A value of a column that is not a key, on more rows than a piece: on after it.
+            let after = by.compare(&next, Bound::After);
+            let sql = format!("{} WHERE {not_null} AND {after} ORDER BY {} LIMIT 1", dialect.select(t), by.order());
+            match first_key(dialect, session, t, &at, &sql).await? {
+                Some(after) => next = after,
+                None => break,
+            }
+        }
+        values.push(next);
+    }
+    Ok(values)
+}
+
+/// The values of columns `at` in the first row of `sql`, a query of `t`.
+async fn first_key<D: Dialect>(
+    dialect: &D,
+    session: &mut D::Session,
+    t: &D::Table,
+    at: &[usize],
+    sql: &str,
+) -> anyhow::Result<Option<Vec<String>>> {
+    let found = dialect.rows(session, t, sql).await?;
+    Ok(found.first().map(|row| at.iter().map(|&i| row[i].clone().unwrap_or_default()).collect()))
+}
+
+/// What `t`'s chunks are cut at when not at multiples of an integer key: its `chunk_key_column`
+/// where one is set, else its key when that is not one integer (none: by the integer key, or read
+/// whole: a table without a key, or whose key's text does not compare as the server compares it).
+/// An error names a chunk key column the table does not have, or cannot be cut at.
+fn cut_by<D: Dialect>(dialect: &D, t: &D::Table) -> anyhow::Result<Option<Keyset>> {
+    let chosen = dialect.scope().chunk_key(t.id().as_str(), t.name()).map(str::to_string);
+    let names = match &chosen {
+        Some(c) => vec![c.clone()],
+        None if t.integer_key().is_some() || t.primary_key().is_empty() => return Ok(None),
+        None => t.primary_key().to_vec(),
+    };
+    if let Some(c) = &chosen
+        && t.column(c).is_none()
+    {
+        anyhow::bail!(
+            "source.chunk_key_column: `{}` has no column `{c}`; name one of its columns for it, or leave it out of the pattern",
+            t.id()
+        );
+    }
+    let literals = dialect.key_literal(t, &names);
+    if let (Some(c), None) = (&chosen, &literals) {
+        anyhow::bail!(
+            "source.chunk_key_column: `{}` cannot be cut at `{c}`: its values do not compare as their text (choose an integer, text, date, datetime or decimal column)",
+            t.id()
+        );
+    }
+    let columns = names.iter().map(|n| dialect.quote(n)).collect();
+    Ok(literals.map(|literals| Keyset { columns, names, literals }))
 }
 
 /// The tables a log position knows.
@@ -209,6 +321,8 @@ struct Chunks<D: Dialect> {
     readers: usize,
     /// The chunk width of each table, kept in every position.
     steps: BTreeMap<String, u64>,
+    /// The key values each table cut at them is cut at (each reader keeps those of its tables).
+    cuts: BTreeMap<String, Vec<Vec<String>>>,
     log_start: Option<At<D>>,
     snapshot: Option<String>,
     schema_only: bool,
@@ -250,6 +364,11 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
             position.chunk = ChunkCursor { late: position.chunk.late && !chunks.is_empty(), ..ChunkCursor::default() };
         }
         position.chunk.steps = self.steps.clone();
+        let cut: HashSet<&str> =
+            chunks.iter().filter(|c| c.cut.is_some()).map(|c| self.tables[c.table].name()).collect();
+        let cuts: BTreeMap<String, Vec<Vec<String>>> =
+            self.cuts.iter().filter(|(t, _)| cut.contains(t.as_str())).map(|(t, v)| (t.clone(), v.clone())).collect();
+        position.chunk.cuts = (!cuts.is_empty()).then_some(cuts);
         let log_start = if worker == 0 { self.log_start.clone() } else { None };
         if worker == 0 {
             position.log.begin(log_start.clone());
@@ -309,25 +428,28 @@ struct Reader<D: Dialect> {
 }
 
 impl<D: Dialect> Reader<D> {
-    /// The next page of `chunk` of `t`: `SELECT … FROM t` and its range, order and limit.
-    fn page(&self, t: &D::Table, chunk: &Chunk) -> String {
-        let quote = |k: &String| self.dialect.quote(k);
-        let order: Vec<String> = t.primary_key().iter().map(quote).collect();
-        let keyset = self.keyset(t).map(|literal| Keyset { columns: order.clone(), literal });
+    /// The next page of `chunk` of `t`: `SELECT … FROM t` and its range, order and limit, and the
+    /// most rows it gives (none: the rest of the chunk).
+    fn page(&self, t: &D::Table, chunk: &Chunk) -> (String, Option<u64>) {
+        let names = t.primary_key().to_vec();
+        let order: Vec<String> = names.iter().map(|k| self.dialect.quote(k)).collect();
+        let keyset = self.keyset(t, chunk).map(|literals| Keyset { columns: order.clone(), names, literals });
+        let cut_by = chunk.cut.as_ref().and_then(|_| cut_by(&*self.dialect, t).ok().flatten());
         let order =
             if order.is_empty() { self.dialect.keyless_order().map(str::to_string) } else { Some(order.join(", ")) };
         let key = t.integer_key().map(|k| self.dialect.quote(k));
-        let tail = self.position.chunk.page(chunk, key.as_deref(), keyset.as_ref(), order.as_deref(), PAGE_ROWS);
-        format!("{}{tail}", self.dialect.select(t))
+        let by = (keyset.as_ref(), cut_by.as_ref());
+        let (tail, limit) = self.position.chunk.page(chunk, key.as_deref(), by, order.as_deref(), PAGE_ROWS);
+        (format!("{}{tail}", self.dialect.select(t)), limit)
     }
 
-    /// How `t` is paged by its key when it is read whole: a key of other than one integer that
-    /// compares as its text says.
-    fn keyset(&self, t: &D::Table) -> Option<fn(&str) -> String> {
-        if t.integer_key().is_some() || t.primary_key().is_empty() {
+    /// How `t` is paged by its key in `chunk`: a key of other than one integer that compares as
+    /// its text says, or any such key in a chunk cut at values (of a `chunk_key_column`).
+    fn keyset(&self, t: &D::Table, chunk: &Chunk) -> Option<Vec<Literal>> {
+        if t.primary_key().is_empty() || (t.integer_key().is_some() && chunk.cut.is_none()) {
             return None;
         }
-        self.dialect.key_literal(t)
+        self.dialect.key_literal(t, t.primary_key())
     }
 
     /// `t`'s schema, as of the restored position when there is one.
@@ -407,7 +529,7 @@ impl<D: Dialect> SourceReader for Reader<D> {
             self.chunks.pop_front();
             return Ok(Some(t.nothing()));
         }
-        let sql = self.page(t, &chunk);
+        let (sql, limit) = self.page(t, &chunk);
         if self.session.is_none() {
             self.session = Some(self.dialect.session(self.snapshot.as_deref()).await?);
         }
@@ -416,14 +538,14 @@ impl<D: Dialect> SourceReader for Reader<D> {
         let batch = batch_of(t, &rows)?;
         let key = t.integer_key().and_then(|k| t.column(k));
         let last_key = key.and_then(|k| rows.last()?[k].as_deref()?.parse::<i64>().ok());
-        let last_values = self.keyset(t).and_then(|_| {
+        let last_values = self.keyset(t, &chunk).and_then(|_| {
             let last = rows.last()?;
             t.primary_key().iter().map(|k| last[t.column(k)?].clone()).collect::<Option<Vec<String>>>()
         });
         let names = |i: usize| tables[i].name().to_string();
-        let page = (rows.len() as u64, PAGE_ROWS);
+        let page = (rows.len() as u64, limit.unwrap_or(u64::MAX));
         self.position.chunk.advance(&mut self.chunks, page, last_key, last_values, names);
-        let chunk_done = (rows.len() as u64) < PAGE_ROWS;
+        let chunk_done = page.0 < page.1;
         self.dialect.progress().read(t.id().as_str(), rows.len() as u64, chunk_done);
         Ok(Some(Event::data(t.id(), batch)))
     }

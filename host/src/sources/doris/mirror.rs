@@ -70,7 +70,7 @@ impl MirrorSource for DorisSourceMirror {
         })
     }
 
-    async fn read(&self, table: &MirroredTable, range: KeyRange) -> anyhow::Result<RecordBatch> {
+    async fn read(&self, table: &MirroredTable, range: &KeyRange) -> anyhow::Result<RecordBatch> {
         let name = format!("{}.{}", self.table.db, self.table.name);
         let batches = self.reader.read(&name, &self.columns(), table.range_key.as_deref(), range).await?;
         let schema = self.table.schema.clone();

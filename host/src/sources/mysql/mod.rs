@@ -429,17 +429,32 @@ impl Dialect for Mysql {
         Ok(BinlogPosition { file: String::new(), pos: 4, gtid: Some(gtids) })
     }
 
+    fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
     fn quote(&self, name: &str) -> String {
         quote(name)
     }
 
     /// Keys of numbers, dates, DATETIME (and TIMESTAMP shown in UTC) and UTF-8 text: quoted,
     /// with backslashes escaped (the session allows them).
-    fn key_literal(&self, t: &Table) -> Option<fn(&str) -> String> {
-        let zone = self.scope.zone;
-        let comparable =
-            |k: &String| t.columns.iter().find(|c| &c.name == k).is_some_and(|c| c.fingerprinted(zone).is_some());
-        t.primary_key.iter().all(comparable).then_some(|v| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")))
+    /// Numbers unquoted (MySQL compares a number column with a quoted string as doubles, which
+    /// would blur BIGINT and DECIMAL keys past 2^53), other values quoted.
+    fn key_literal(&self, t: &Table, columns: &[String]) -> Option<Vec<cdc::chunks::Literal>> {
+        let quoted: cdc::chunks::Literal = |v| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"));
+        let number: cdc::chunks::Literal = |v| {
+            let plain = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'.');
+            if plain { v.to_string() } else { format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")) }
+        };
+        let literal = |k: &String| {
+            let c = t.columns.iter().find(|c| &c.name == k)?;
+            let (_, text) = c.fingerprinted(self.scope.zone)?;
+            let kind = c.column_type.to_ascii_lowercase();
+            let numeric = !text && !kind.starts_with("date") && !kind.starts_with("timestamp");
+            Some(if numeric { number } else { quoted })
+        };
+        columns.iter().map(literal).collect()
     }
 
     fn select(&self, t: &Table) -> String {

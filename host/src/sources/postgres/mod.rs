@@ -754,13 +754,18 @@ impl Dialect for Postgres {
         )
     }
 
+    fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
     fn quote(&self, name: &str) -> String {
         ident(name)
     }
 
     /// Keys of numbers, dates, timestamps (TIMESTAMPTZ only shown in UTC), text and UUIDs:
     /// as escape-string literals.
-    fn key_literal(&self, t: &Table) -> Option<fn(&str) -> String> {
+    /// `E'…'`, a literal of no type yet, which takes the column's: compared exactly.
+    fn key_literal(&self, t: &Table, columns: &[String]) -> Option<Vec<cdc::chunks::Literal>> {
         let zone = self.scope.zone;
         let comparable = |k: &String| {
             t.columns
@@ -768,10 +773,8 @@ impl Dialect for Postgres {
                 .find(|c| &c.name == k)
                 .is_some_and(|c| c.fingerprinted(zone).is_some() && !(c.type_name == "timestamptz" && zone.is_some()))
         };
-        t.primary_key
-            .iter()
-            .all(comparable)
-            .then_some(|v| format!("E'{}'", v.replace('\\', "\\\\").replace('\'', "''")))
+        let literal: cdc::chunks::Literal = |v| format!("E'{}'", v.replace('\\', "\\\\").replace('\'', "''"));
+        columns.iter().all(comparable).then(|| vec![literal; columns.len()])
     }
 
     fn select(&self, t: &Table) -> String {
