@@ -542,7 +542,6 @@ fn value_text(
 ) -> anyhow::Result<Option<String>> {
     use mysql_async::Value as V;
     let c = &table.columns[column];
-    let t = c.column_type.to_ascii_lowercase();
     let Some(value) = value else { return Ok(None) };
     let v = match value {
         BinlogValue::Value(v) => v,
@@ -559,7 +558,8 @@ fn value_text(
         ),
     };
     // ENUM and SET travel as the label's number and the labels' bit mask.
-    if t.starts_with("enum(") || t.starts_with("set(") {
+    let (is_enum, is_set) = (c.is(&["enum"]), c.is(&["set"]));
+    if is_enum || is_set {
         let n = match v {
             V::Int(i) => *i as u64,
             V::UInt(u) => *u,
@@ -569,7 +569,7 @@ fn value_text(
         };
         let labels = &table.extra[column];
         let pick = |i: u64| labels.get(i as usize).cloned().unwrap_or_default();
-        return Ok(Some(if t.starts_with("enum(") {
+        return Ok(Some(if is_enum {
             // 0 is the empty string MySQL stores for an invalid value.
             if n == 0 { String::new() } else { pick(n - 1) }
         } else {
@@ -578,10 +578,8 @@ fn value_text(
     }
     Ok(match v {
         V::NULL => None,
-        V::Bytes(b) if t.starts_with("bit") => {
-            Some(b.iter().fold(0u128, |n, byte| (n << 8) | u128::from(*byte)).to_string())
-        }
-        V::Bytes(b) if t.starts_with("timestamp") => {
+        V::Bytes(b) if c.is(&["bit"]) => Some(b.iter().fold(0u128, |n, byte| (n << 8) | u128::from(*byte)).to_string()),
+        V::Bytes(b) if c.is_timestamp() => {
             // Seconds since the epoch (and a fraction): UTC wall time, as the snapshot reads it.
             let text = String::from_utf8_lossy(b);
             let (secs, frac) = text.split_once('.').unwrap_or((&text, ""));
@@ -592,8 +590,8 @@ fn value_text(
         }
         V::Bytes(b) => Some(c.text(b, scope.binary, true).map_err(|e| anyhow::anyhow!("`{}`: {e}", table.id))?),
         // The binlog carries an unsigned column's bits as a signed number of its width.
-        V::Int(i) if *i < 0 && t.contains("unsigned") => {
-            let bits = match t.split(['(', ' ']).next().unwrap_or_default() {
+        V::Int(i) if *i < 0 && c.column_type.to_ascii_lowercase().contains("unsigned") => {
+            let bits = match c.base().to_ascii_lowercase().as_str() {
                 "tinyint" => 8,
                 "smallint" => 16,
                 "mediumint" => 24,
@@ -607,13 +605,15 @@ fn value_text(
         V::UInt(u) => Some(u.to_string()),
         V::Float(f) => Some(f.to_string()),
         V::Double(d) => Some(d.to_string()),
-        V::Date(y, mo, d, ..) if t.starts_with("date") && !t.starts_with("datetime") => {
-            Some(format!("{y:04}-{mo:02}-{d:02}"))
-        }
+        V::Date(y, mo, d, ..) if c.is(&["date"]) => Some(format!("{y:04}-{mo:02}-{d:02}")),
         V::Date(y, mo, d, h, mi, s, us) => Some(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")),
         V::Time(neg, d, h, mi, s, us) => {
             // As the snapshot reads it: the column's fractional digits, none for TIME(0).
-            let fsp = t.split_once('(').and_then(|(_, r)| r.trim_end_matches(')').parse::<usize>().ok()).unwrap_or(0);
+            let fsp = c
+                .column_type
+                .split_once('(')
+                .and_then(|(_, r)| r.trim_end_matches(')').parse::<usize>().ok())
+                .unwrap_or(0);
             let fraction = if fsp == 0 { String::new() } else { format!(".{:06}", us)[..=fsp.min(6)].to_string() };
             Some(format!("{}{:02}:{mi:02}:{s:02}{fraction}", if *neg { "-" } else { "" }, u32::from(*h) + d * 24))
         }

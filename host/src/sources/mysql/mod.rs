@@ -442,16 +442,18 @@ impl Dialect for Mysql {
     /// Numbers unquoted (MySQL compares a number column with a quoted string as doubles, which
     /// would blur BIGINT and DECIMAL keys past 2^53), other values quoted.
     fn key_literal(&self, t: &Table, columns: &[String]) -> Option<Vec<cdc::chunks::Literal>> {
-        let quoted: cdc::chunks::Literal = |v| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"));
+        // Text as a string literal, backslashes escaped (the session's sql_mode lets them escape).
+        fn quoted(v: &str) -> String {
+            format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
+        }
         let number: cdc::chunks::Literal = |v| {
             let plain = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'.');
-            if plain { v.to_string() } else { format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")) }
+            if plain { v.to_string() } else { quoted(v) }
         };
         let literal = |k: &String| {
             let c = t.columns.iter().find(|c| &c.name == k)?;
             let (_, text) = c.fingerprinted(self.scope.zone)?;
-            let kind = c.column_type.to_ascii_lowercase();
-            let numeric = !text && !kind.starts_with("date") && !kind.starts_with("timestamp");
+            let numeric = !text && !c.is(&["date", "datetime", "timestamp"]);
             Some(if numeric { number } else { quoted })
         };
         columns.iter().map(literal).collect()

@@ -63,16 +63,27 @@ impl MysqlColumn {
         })
     }
 
+    /// The type's name without its arguments and attributes (`int`, `varchar`, `enum` …), as
+    /// written: compare it ignoring case ([`MysqlColumn::is`]).
+    pub fn base(&self) -> &str {
+        self.column_type.split(['(', ' ']).next().unwrap_or_default()
+    }
+
+    /// Whether the column's type is one of `bases` (lower case), read per value without
+    /// allocating.
+    pub fn is(&self, bases: &[&str]) -> bool {
+        let base = self.base();
+        bases.iter().any(|b| base.eq_ignore_ascii_case(b))
+    }
+
     /// Whether the column is a TIMESTAMP (an instant, where DATETIME is a wall time).
     pub fn is_timestamp(&self) -> bool {
-        self.column_type.to_ascii_lowercase().starts_with("timestamp")
+        self.is(&["timestamp"])
     }
 
     /// Whether the column holds bytes rather than text.
     pub fn is_binary(&self) -> bool {
-        let t = self.column_type.to_ascii_lowercase();
-        ["tinyblob", "blob", "mediumblob", "longblob", "binary", "varbinary"]
-            .contains(&t.split(['(', ' ']).next().unwrap_or_default())
+        self.is(&["tinyblob", "blob", "mediumblob", "longblob", "binary", "varbinary"])
     }
 
     /// A value's bytes as the text Doris gets: a binary column's by `binary`; text as UTF-8
@@ -82,17 +93,19 @@ impl MysqlColumn {
         if self.is_binary() {
             return binary.encode(bytes, &format!("column `{}` ({})", self.name, self.column_type));
         }
-        let charset =
-            if raw { self.charset.as_deref().unwrap_or("utf8mb4").to_ascii_lowercase() } else { "utf8mb4".into() };
-        match charset.as_str() {
-            "utf8mb4" | "utf8mb3" | "utf8" | "ascii" => String::from_utf8(bytes.to_vec())
-                .map_err(|_| format!("column `{}`: a value is not valid {charset}", self.name)),
+        let charset = if raw { self.charset.as_deref().unwrap_or("utf8mb4") } else { "utf8mb4" };
+        let is = |names: &[&str]| names.iter().any(|n| charset.eq_ignore_ascii_case(n));
+        if is(&["utf8mb4", "utf8mb3", "utf8", "ascii"]) {
+            String::from_utf8(bytes.to_vec())
+                .map_err(|_| format!("column `{}`: a value is not valid {charset}", self.name))
+        } else if is(&["latin1"]) {
             // ISO-8859-1 (MySQL's latin1 differs only in 0x80..0x9F, rare in text).
-            "latin1" => Ok(bytes.iter().map(|&b| char::from(b)).collect()),
-            other => Err(format!(
-                "column `{}`: text in charset {other} is not decoded from the binlog; convert the column to utf8mb4",
+            Ok(bytes.iter().map(|&b| char::from(b)).collect())
+        } else {
+            Err(format!(
+                "column `{}`: text in charset {charset} is not decoded from the binlog; convert the column to utf8mb4",
                 self.name
-            )),
+            ))
         }
     }
 
