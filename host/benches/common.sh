@@ -4,7 +4,8 @@
 # Before sourcing, set REPO (the repository root). Afterwards: $WORK (a temp dir removed on exit),
 # bench_binaries (sets $SLUICE and $DORIS), start_doris_lite [FLAG…] (sets $FE, $BE, $QPORT, $FPORT,
 # $DORIS_PID), bench_venv CHECK PKG… (sets $PY), sql, now, calc, median, best, track PID (killed
-# on exit), and the sync benches' stop_sluice, catch_up and catch_up_report.
+# on exit), profile PID NAME (a CPU profile, with BENCH_PERF_DIR set), and the sync benches'
+# stop_sluice, catch_up and catch_up_report.
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-build/release}"
 WORK="$(mktemp -d)"
@@ -22,6 +23,14 @@ bench_cleanup() {
 }
 trap bench_cleanup EXIT
 track() { BENCH_PIDS+=("$1"); }
+# With BENCH_PERF_DIR set, a sampled CPU profile of process PID until it exits, in
+# $BENCH_PERF_DIR/NAME.data (`perf report -i … --sort dso,symbol` reads it; needs `perf`).
+#   profile PID NAME
+profile() {
+  [ -n "${BENCH_PERF_DIR:-}" ] || return 0
+  mkdir -p "$BENCH_PERF_DIR"
+  perf record -q -F 499 -p "$1" -o "$BENCH_PERF_DIR/$2.data" >/dev/null 2>&1 &
+}
 
 # $SLUICE_BIN and $DORIS_LITE_BIN when both are set, else release builds of this checkout.
 bench_binaries() {
@@ -60,7 +69,9 @@ bench_venv() {
 }
 
 # A MariaDB of this script (own temp dir, free loopback port, binlog ROW, 1 GB buffer pool,
-# innodb_flush_log_at_trx_commit = 2); sets $MPORT, $MARIA_PID and msql SQL.
+# innodb_flush_log_at_trx_commit = 2; FLAG… are passed on to mariadbd after these, and override
+# them); sets $MPORT, $MARIA_PID and msql SQL.
+#   start_mariadb [FLAG…]
 start_mariadb() {
   local m="$WORK/maria"
   mkdir -p "$m/tmp"
@@ -70,7 +81,7 @@ start_mariadb() {
   mariadbd --no-defaults --datadir="$m/data" --tmpdir="$m/tmp" --port="$MPORT" --bind-address=127.0.0.1 \
     --socket="$m/sock" --pid-file="$m/pid" --log-error="$m/error.log" --log-bin="$m/binlog" --user=root \
     --binlog-format=ROW --server-id=1 --character-set-server=utf8mb4 --innodb-buffer-pool-size=1G \
-    --innodb-flush-log-at-trx-commit=2 >/dev/null 2>&1 &
+    --innodb-flush-log-at-trx-commit=2 "$@" >/dev/null 2>&1 &
   MARIA_PID=$!
   track "$MARIA_PID"
   for _ in $(seq 1 300); do msql "SELECT 1" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -127,6 +138,7 @@ catch_up() {
   SLUICE_LOG=info "$SLUICE" run "$WORK/pipeline.toml" 2>>"$WORK/sluice.err" &
   SLUICE_PID=$!
   track "$SLUICE_PID"
+  profile "$SLUICE_PID" sluice-catch-up
   t1=$(helper landed "$1" "$2" 900) || sluice_failed
   C_SECS=$(calc "$t1 - $t0")
   C_RATE=$(calc "$1 / $C_SECS")

@@ -291,7 +291,9 @@ async fn initial_mirrors_the_snapshot_then_follows_the_binlog() {
         "CREATE DATABASE app; CREATE TABLE app.accounts (id INT PRIMARY KEY, owner VARCHAR(20), balance DECIMAL(12,2), \
          opened TIMESTAMP NULL, flags BIT(1)); \
          INSERT INTO app.accounts VALUES (1, 'ann', 10.50, '2026-01-01 08:00:00', 1), (2, 'bob', 20.00, NULL, 0), \
-         (3, 'cid', 0.01, '2026-06-30 23:59:59', 1)",
+         (3, 'cid', 0.01, '2026-06-30 23:59:59', 1); \
+         CREATE TABLE app.pairs (a VARCHAR(8), b INT, PRIMARY KEY (a, b)); \
+         INSERT INTO app.pairs VALUES ('x', 1), ('x', 2), ('y', 1), ('z', 9)",
     );
     let doris = Doris::start().await;
     doris.sql("CREATE DATABASE ods");
@@ -337,6 +339,9 @@ async fn initial_mirrors_the_snapshot_then_follows_the_binlog() {
          DELETE FROM app.accounts WHERE id = 2",
     );
     assert!(converged(utc(source)).await, "the changes: {:?} against {:?}", doris.sql(target), utc(source));
+    // Cut at its key's values into two chunks, one per worker, the last chunk worker 1's: worker 0
+    // learns it has no more only after its last rows, and still says so before the binlog.
+    assert_eq!(doris.sql("SELECT a, b FROM ods.pairs ORDER BY a, b"), ["x\t1", "x\t2", "y\t1", "z\t9"]);
     stop.send(true).unwrap();
     let (report, prepared) = task.await.unwrap();
     let report = report.unwrap_or_else(|e| panic!("{e:#}"));

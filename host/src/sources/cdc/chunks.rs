@@ -2,10 +2,11 @@
 //! from the table (composite, text, date, UUID keys, or a chosen `chunk_key_column`) — and a
 //! reader's cursor through its share of them, shared by the database sources.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 /// At most this many chunks per table: a table whose keys spread wider gets wider chunks.
 pub(crate) const MAX_CHUNKS: u64 = 16_384;
@@ -23,6 +24,31 @@ pub(crate) struct Chunk {
     pub step: u64,
     /// A chunk between key values read from the table ([`Cut`]), when `range` is none.
     pub cut: Option<Arc<Cut>>,
+    /// A table whose key values are still being read ([`Cutting`]): the entry stands for a
+    /// reader's chunks of it not yet known, the next at `cut`'s ordinal, then every `step`-th.
+    pub feed: Option<watch::Receiver<Cutting>>,
+}
+
+/// The key values a table is cut at, as they are read: a reader takes each of its chunks as soon
+/// as the chunk's end is known, so a table's first rows move while the rest of it is cut.
+#[derive(Debug, Default)]
+pub(crate) struct Cutting {
+    pub values: Vec<Vec<String>>,
+    /// Every value is read.
+    pub done: bool,
+    /// Why reading them stopped, and whether a restart may get past it.
+    pub failed: Option<(String, bool)>,
+}
+
+/// The next chunk of a lazy entry ([`Chunk::feed`]), as far as the values cut so far tell.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Its end is not read yet.
+    Wait,
+    /// The chunk, and the entry of the reader's chunks after it (none: it was the table's last).
+    Chunk(Chunk, Option<Chunk>),
+    /// The table has no more chunks of this reader.
+    Spent,
 }
 
 /// Chunk `ordinal` of a table cut at key values: its rows from key `from` (none: the first chunk)
@@ -59,7 +85,7 @@ impl Chunk {
     /// The chunks of table `table`, whose keys lie in `bounds` (none: it is empty), cut at
     /// multiples of `step` whatever the lowest key is today.
     pub fn split(table: usize, bounds: Option<(i64, i64)>, step: u64) -> Vec<Chunk> {
-        let open = |from: i64| Chunk { table, range: Some((from, None)), step, cut: None };
+        let open = |from: i64| Chunk { table, range: Some((from, None)), step, cut: None, feed: None };
         let Some((lo, hi)) = bounds else { return vec![open(i64::MIN)] };
         let width = i128::from(step.max(1));
         let mut chunks = Vec::new();
@@ -67,7 +93,7 @@ impl Chunk {
         let mut next = (i128::from(lo).div_euclid(width) + 1) * width;
         while next <= i128::from(hi) {
             let at = next as i64; // <= hi, so it fits
-            chunks.push(Chunk { table, range: Some((from, Some(at))), step, cut: None });
+            chunks.push(Chunk { table, range: Some((from, Some(at))), step, cut: None, feed: None });
             from = at;
             next += width;
         }
@@ -77,7 +103,7 @@ impl Chunk {
 
     /// The whole table, in one piece (no integer key).
     pub fn whole(table: usize) -> Chunk {
-        Chunk { table, range: None, step: 1, cut: None }
+        Chunk { table, range: None, step: 1, cut: None, feed: None }
     }
 
     /// The chunks of table `table` between the key values `bounds` (in key order): one more than
@@ -85,16 +111,41 @@ impl Chunk {
     pub fn between(table: usize, bounds: &[Vec<String>]) -> Vec<Chunk> {
         let edges: Vec<Option<&Vec<String>>> =
             std::iter::once(None).chain(bounds.iter().map(Some)).chain(std::iter::once(None)).collect();
-        edges
-            .windows(2)
-            .enumerate()
-            .map(|(i, w)| Chunk {
-                table,
-                range: None,
-                step: 1,
-                cut: Some(Arc::new(Cut { ordinal: i as i64, from: w[0].cloned(), to: w[1].cloned() })),
-            })
-            .collect()
+        edges.windows(2).enumerate().map(|(i, w)| Chunk::cut(table, i, w[0].cloned(), w[1].cloned())).collect()
+    }
+
+    fn cut(table: usize, ordinal: usize, from: Option<Vec<String>>, to: Option<Vec<String>>) -> Chunk {
+        let cut = Some(Arc::new(Cut { ordinal: ordinal as i64, from, to }));
+        Chunk { table, range: None, step: 1, cut, feed: None }
+    }
+
+    /// The chunks of table `table`, cut at the values `feed` gives as they are read: one entry,
+    /// which [`resume`] deals to every reader.
+    pub fn lazy(table: usize, feed: watch::Receiver<Cutting>) -> Chunk {
+        Chunk { feed: Some(feed), ..Chunk::cut(table, 0, None, None) }
+    }
+
+    /// This lazy entry for reader `worker` of `readers`: its chunks are every `readers`-th from
+    /// ordinal `worker`.
+    fn lazy_for(&self, worker: usize, readers: usize) -> Chunk {
+        Chunk { step: readers.max(1) as u64, feed: self.feed.clone(), ..Chunk::cut(self.table, worker, None, None) }
+    }
+
+    /// What a lazy entry yields once `values` are cut (`done`: all of them).
+    pub fn next_cut(&self, values: &[Vec<String>], done: bool) -> Next {
+        let k = self.start().max(0) as usize;
+        if k > values.len() || (k == values.len() && !done) {
+            return if done { Next::Spent } else { Next::Wait };
+        }
+        let to = values.get(k).cloned();
+        let last = to.is_none();
+        let chunk = Chunk::cut(self.table, k, k.checked_sub(1).map(|j| values[j].clone()), to);
+        let after = Chunk {
+            step: self.step,
+            feed: self.feed.clone(),
+            ..Chunk::cut(self.table, k + self.step as usize, None, None)
+        };
+        Next::Chunk(chunk, (!last).then_some(after))
     }
 }
 
@@ -137,7 +188,15 @@ pub(crate) struct ChunkCursor {
     /// whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuts: Option<BTreeMap<String, Vec<Vec<String>>>>,
+    /// The tables of `cuts` whose values were still being read: those kept are the first of them
+    /// (a restart reads the rest on from the last).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub cutting: BTreeSet<String>,
 }
+
+/// The key values a restored run's tables are cut at, by table name, and whether they are all of
+/// them (else the first, and the rest are read on from the last).
+pub(crate) type Kept = BTreeMap<String, (Vec<Vec<String>>, bool)>;
 
 /// Rows compared with key values in the order of a key that is not one integer (composite, text,
 /// dates): the pages of such a key each start after the last row's key values, so no page skips
@@ -210,18 +269,28 @@ pub(crate) fn resume(
 ) -> (VecDeque<Chunk>, bool) {
     let n = readers.max(1) as i128;
     let mine = |c: &Chunk| match c.range {
+        _ if c.feed.is_some() => true,
         _ if c.cut.is_some() => c.start().rem_euclid(n as i64) as usize == worker,
         Some((s, _)) if s != i64::MIN => {
             i128::from(s).div_euclid(i128::from(c.step.max(1))).rem_euclid(n) as usize == worker
         }
         _ => c.table % readers.max(1) == worker,
     };
-    let mut out: VecDeque<Chunk> = chunks.iter().filter(|c| mine(c)).cloned().collect();
+    let mut out: VecDeque<Chunk> = chunks
+        .iter()
+        .filter(|c| mine(c))
+        .map(|c| if c.feed.is_some() { c.lazy_for(worker, readers) } else { c.clone() })
+        .collect();
     let key = |c: &Chunk| (name(c.table), c.start());
     if at.done {
         out.clear();
     } else if let (Some(table), Some(start)) = (&at.table, at.start) {
-        while out.front().is_some_and(|c| key(c) < (table.clone(), start)) {
+        while let Some(c) = out.front_mut().filter(|c| key(c) < (table.clone(), start)) {
+            // The lazy entry of the table the reader stands in goes on from its chunk.
+            if c.feed.is_some() && name(c.table) == *table {
+                *c = Chunk { step: c.step, feed: c.feed.clone(), ..Chunk::cut(c.table, start as usize, None, None) };
+                break;
+            }
             out.pop_front();
         }
     }
@@ -294,24 +363,7 @@ impl ChunkCursor {
         name: impl Fn(usize) -> String,
     ) {
         if n < page_rows {
-            let read = chunks.pop_front();
-            let next = chunks.front().map(|c| (name(c.table), c.start()));
-            let mut cuts = self.cuts.take();
-            // The bounds of a table whose chunks this reader has all read are no longer kept.
-            if let (Some(cuts), Some(read)) = (cuts.as_mut(), read)
-                && next.as_ref().is_none_or(|(t, _)| *t != name(read.table))
-            {
-                cuts.remove(&name(read.table));
-            }
-            *self = ChunkCursor {
-                cuts,
-                done: next.is_none(),
-                late: self.late && next.is_some(),
-                table: next.as_ref().map(|n| n.0.clone()),
-                start: next.map(|n| n.1),
-                steps: std::mem::take(&mut self.steps),
-                ..ChunkCursor::default()
-            };
+            self.next_chunk(chunks, name);
         } else {
             self.rows += n;
             self.cursor = last_key.map(|k| k.saturating_add(1));
@@ -319,20 +371,51 @@ impl ChunkCursor {
         }
     }
 
+    /// The chunk in front of `chunks` (or a lazy entry that has no more) is done with: on to the
+    /// next, named by `name`.
+    pub fn next_chunk(&mut self, chunks: &mut VecDeque<Chunk>, name: impl Fn(usize) -> String) {
+        let read = chunks.pop_front();
+        let next = chunks.front().map(|c| (name(c.table), c.start()));
+        let mut cuts = self.cuts.take();
+        let mut cutting = std::mem::take(&mut self.cutting);
+        // The bounds of a table whose chunks this reader has all read are no longer kept.
+        if let (Some(cuts), Some(read)) = (cuts.as_mut(), read)
+            && next.as_ref().is_none_or(|(t, _)| *t != name(read.table))
+        {
+            cuts.remove(&name(read.table));
+            cutting.remove(&name(read.table));
+        }
+        *self = ChunkCursor {
+            cuts,
+            cutting,
+            done: next.is_none(),
+            late: self.late && next.is_some(),
+            table: next.as_ref().map(|n| n.0.clone()),
+            start: next.map(|n| n.1),
+            steps: std::mem::take(&mut self.steps),
+            ..ChunkCursor::default()
+        };
+    }
+
     /// Every chunk is read.
     pub fn finish(&mut self) {
         *self = ChunkCursor { done: true, ..ChunkCursor::default() };
     }
 
-    /// The key values the tables of a snapshot under way are cut at, as its positions keep them.
-    pub fn restored_cuts<'a>(
-        positions: impl IntoIterator<Item = &'a ChunkCursor>,
-    ) -> BTreeMap<String, Vec<Vec<String>>> {
-        positions
-            .into_iter()
-            .filter_map(|p| p.cuts.as_ref())
-            .flat_map(|c| c.iter().map(|(k, v)| (k.clone(), v.clone())))
-            .collect()
+    /// The key values the tables of a snapshot under way are cut at, as its positions keep them:
+    /// all of a table's where a position has them all, else the most any position has.
+    pub fn restored_cuts<'a>(positions: impl IntoIterator<Item = &'a ChunkCursor>) -> Kept {
+        let mut kept = Kept::new();
+        for p in positions {
+            for (table, values) in p.cuts.iter().flatten() {
+                let all = !p.cutting.contains(table);
+                let better = kept.get(table).is_none_or(|(had, had_all)| !had_all && (all || values.len() > had.len()));
+                if better {
+                    kept.insert(table.clone(), (values.clone(), all));
+                }
+            }
+        }
+        kept
     }
 
     /// The chunk widths a run uses: those of the restored positions, the same for every reader.
@@ -428,6 +511,48 @@ mod tests {
         // Chunks go to readers by their ordinal.
         let (mine, _) = super::resume(&chunks, 2, 1, &fresh, |_| "t".into());
         assert_eq!(mine.iter().map(Chunk::start).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn a_table_still_being_cut_deals_each_chunk_once_its_end_is_read() {
+        use super::{ChunkCursor, Cutting, Next, resume};
+        let v = |s: &str| vec![s.to_string()];
+        let ends = |c: &Chunk| c.cut.as_ref().map(|c| (c.ordinal, c.from.clone(), c.to.clone()));
+        let (_tx, feed) = tokio::sync::watch::channel(Cutting::default());
+        let lazy = Chunk::lazy(0, feed);
+        // Reader 1 of 2 takes chunks 1, 3, 5 …
+        let (mine, inside) = resume(std::slice::from_ref(&lazy), 2, 1, &ChunkCursor::default(), |_| "t".into());
+        assert!(!inside);
+        assert_eq!((mine[0].start(), mine[0].step), (1, 2));
+        assert!(matches!(mine[0].next_cut(&[v("a")], false), Next::Wait), "chunk 1 ends at the second value");
+        let Next::Chunk(chunk, Some(after)) = mine[0].next_cut(&[v("a"), v("b")], false) else { panic!() };
+        assert_eq!(ends(&chunk), Some((1, Some(v("a")), Some(v("b")))));
+        assert_eq!((after.start(), after.step, after.feed.is_some()), (3, 2, true));
+        // Cut into 3 chunks: reader 1 has none after chunk 1; reader 0's last is open-ended.
+        assert!(matches!(after.next_cut(&[v("a"), v("b")], true), Next::Spent));
+        let (theirs, _) = resume(std::slice::from_ref(&lazy), 2, 0, &ChunkCursor::default(), |_| "t".into());
+        let Next::Chunk(_, Some(second)) = theirs[0].next_cut(&[v("a"), v("b")], true) else { panic!() };
+        let Next::Chunk(last, None) = second.next_cut(&[v("a"), v("b")], true) else { panic!() };
+        assert_eq!(ends(&last), Some((2, Some(v("b")), None)));
+        // A reader restored inside chunk 3 goes on from it.
+        let at = ChunkCursor { table: Some("t".into()), start: Some(3), rows: 4096, ..Default::default() };
+        let (mine, inside) = resume(&[lazy], 2, 1, &at, |_| "t".into());
+        assert!(inside);
+        assert_eq!(mine[0].start(), 3);
+    }
+
+    #[test]
+    fn a_restored_run_cuts_on_from_the_most_values_any_position_kept() {
+        let v = |s: &str| vec![s.to_string()];
+        let at = |values: Vec<Vec<String>>, cutting: bool| super::ChunkCursor {
+            cuts: Some([("t".to_string(), values)].into()),
+            cutting: if cutting { ["t".to_string()].into() } else { Default::default() },
+            ..Default::default()
+        };
+        let partial = [at(vec![v("a")], true), at(vec![v("a"), v("b")], true)];
+        assert_eq!(super::ChunkCursor::restored_cuts(&partial)["t"], (vec![v("a"), v("b")], false));
+        let complete = [at(vec![v("a"), v("b"), v("c")], false), at(vec![v("a")], true)];
+        assert_eq!(super::ChunkCursor::restored_cuts(&complete)["t"], (vec![v("a"), v("b"), v("c")], true));
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //!
 //! Worker `w` of `n` reads the chunks whose start falls to it, with keyset pages (`WHERE key >=
 //! cursor … ORDER BY key LIMIT …`), so its position is the chunk and the next key, and a restart
-//! reads nothing twice. With several workers, `initial` follows the log only once every worker's
-//! part of the snapshot is in a completed checkpoint, so no snapshot row can land after a newer
-//! change.
+//! reads nothing twice. The key values a table is cut at (a key that is not one integer, or a
+//! `chunk_key_column`) are read by a task of the enumerator while the workers read: each takes its
+//! next chunk of the table as soon as the chunk's end is read. With several workers, `initial`
+//! follows the log only once every worker's part of the snapshot is in a completed checkpoint, so
+//! no snapshot row can land after a newer change.
 //!
 //! A table the log position does not know — found by a restart after the snapshot (the patterns
 //! cover it since, it was created or renamed into them; a follower that sees one restarts the run
@@ -13,7 +15,7 @@
 //! stood (its *late* snapshot): the log's changes of that table since then are replayed over rows
 //! read later, which a UNIQUE table absorbs.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -21,9 +23,10 @@ use serde::{Deserialize, Serialize};
 use sluice_guest::batch::{Batch, BatchBuilder, RowKind, Value};
 use tokio::sync::watch;
 
-use super::chunks::{Bound, Chunk, ChunkCursor, Cuts, Keyset, Literal, resume, rows_per_cut};
+use super::chunks::{Bound, Chunk, ChunkCursor, Cuts, Cutting, Kept, Keyset, Literal, Next, resume, rows_per_cut};
 use super::{CdcTable, Dialect, LogFollower, LogState, PAGE_ROWS};
-use crate::runtime::{Event, Position, SourceReader, SplitEnumerator, TableId};
+use crate::error::{Restartable, is_restartable};
+use crate::runtime::{AbortOnDrop, Event, Position, SourceReader, SplitEnumerator, TableId};
 use crate::sources::StartupMode;
 
 /// A reader's position: where it stands in its chunks and, for worker 0, in the log.
@@ -100,11 +103,11 @@ impl<D: Dialect> Enumerator<D> {
         let kept = first.and_then(|p| p.tables.as_deref());
         let (tables, known) = as_of_position(&*self.dialect, kept, &self.tables)?;
         let tables = Arc::new(tables);
-        let (mut chunks, mut late) = (Vec::new(), Vec::new());
+        let (mut chunks, mut late, mut jobs) = (Vec::new(), Vec::new(), Vec::new());
         if !self.mode.log_only() && !snapshot_done {
             let all: Vec<usize> = (0..tables.len()).collect();
             let kept = (!fresh).then_some(&kept_cuts);
-            chunks = self.cut(&tables, &all, &mut steps, (kept, &mut cuts)).await?;
+            chunks = self.cut(&tables, &all, &mut steps, (kept, &mut cuts, &mut jobs)).await?;
         } else if let (Some(known), StartupMode::Initial) = (known, self.mode) {
             let new: Vec<usize> = (0..tables.len()).filter(|&i| !known.contains(tables[i].id())).collect();
             for &i in &new {
@@ -112,8 +115,9 @@ impl<D: Dialect> Enumerator<D> {
             }
             // Cut afresh unless worker 0 was reading them.
             let kept = first.is_some_and(|p| p.chunk.late).then_some(&kept_cuts);
-            late = self.cut(&tables, &new, &mut steps, (kept, &mut cuts)).await?;
+            late = self.cut(&tables, &new, &mut steps, (kept, &mut cuts, &mut jobs)).await?;
         }
+        let cutter = (!jobs.is_empty()).then(|| AbortOnDrop(tokio::spawn(cut_all(self.dialect.clone(), jobs))));
         Ok(Box::new(Chunks {
             dialect: self.dialect,
             tables,
@@ -128,6 +132,7 @@ impl<D: Dialect> Enumerator<D> {
             snapshot: self.snapshot,
             schema_only: self.mode == StartupMode::SchemaOnly,
             gate,
+            _cutter: cutter,
         }))
     }
 }
@@ -135,14 +140,17 @@ impl<D: Dialect> Enumerator<D> {
 impl<D: Dialect> Enumerator<D> {
     /// The chunks of `which` of `tables` (the widths in `steps`, new ones added). A table cut at
     /// key values is cut where `kept` says (a restored run's: a table it has none of is read
-    /// whole), else at values read now; the values used go to `cuts`.
+    /// whole), else at values read from now on by the run's cutter ([`cut_all`], its `jobs`), the
+    /// rest of them where `kept` has the first only; the values kept go to `cuts` (those the
+    /// cutter reads are added as it reads them).
     async fn cut(
         &self,
         tables: &[D::Table],
         which: &[usize],
         steps: &mut BTreeMap<String, u64>,
-        (kept, cuts): (Option<&Cuts>, &mut Cuts),
+        plan: (Option<&Kept>, &mut Cuts, &mut Vec<CutJob<D>>),
     ) -> anyhow::Result<Vec<Chunk>> {
+        let (kept, cuts, jobs) = plan;
         let mut chunks = Vec::new();
         let mut session = None;
         for &i in which {
@@ -155,7 +163,7 @@ impl<D: Dialect> Enumerator<D> {
                 session = Some(self.dialect.session(None).await?);
             }
             let open = session.as_mut().expect("opened above");
-            let split = match self.cut_table(open, i, t, steps, (kept, cuts)).await {
+            let split = match self.cut_table(open, i, t, steps, (kept, cuts, jobs)).await {
                 Ok(split) => split,
                 Err(e) => {
                     self.dialect.close(session.take().expect("opened above")).await;
@@ -177,24 +185,32 @@ impl<D: Dialect> Enumerator<D> {
         i: usize,
         t: &D::Table,
         steps: &mut BTreeMap<String, u64>,
-        (kept, cuts): (Option<&Cuts>, &mut Cuts),
+        (kept, cuts, jobs): (Option<&Kept>, &mut Cuts, &mut Vec<CutJob<D>>),
     ) -> anyhow::Result<Vec<Chunk>> {
         let estimated = self.dialect.estimated_rows(open, t).await;
+        let progress = self.dialect.progress();
         if let Some(by) = cut_by(&*self.dialect, t)? {
-            let bounds = match kept {
-                Some(kept) => kept.get(t.name()).cloned(),
-                None => Some(cut_values(&*self.dialect, open, t, &by, rows_per_cut(self.chunk_size, estimated)).await?),
+            let (first, all) = match kept {
+                Some(kept) => match kept.get(t.name()) {
+                    Some((values, all)) => (values.clone(), *all),
+                    None => {
+                        progress.planned(t.id().as_str(), 1, estimated);
+                        return Ok(vec![Chunk::whole(i)]);
+                    }
+                },
+                None => (Vec::new(), false),
             };
-            let split = match bounds {
-                Some(bounds) => {
-                    let split = Chunk::between(i, &bounds);
-                    cuts.insert(t.name().to_string(), bounds);
-                    split
-                }
-                None => vec![Chunk::whole(i)],
-            };
-            self.dialect.progress().planned(t.id().as_str(), split.len() as u64, estimated);
-            return Ok(split);
+            cuts.insert(t.name().to_string(), first.clone());
+            if all {
+                let split = Chunk::between(i, &first);
+                progress.planned(t.id().as_str(), split.len() as u64, estimated);
+                return Ok(split);
+            }
+            let rows = rows_per_cut(self.chunk_size, estimated);
+            progress.planned(t.id().as_str(), estimated.map_or(1, |e| e.div_ceil(rows).max(1)), estimated);
+            let (tx, feed) = watch::channel(Cutting { values: first, ..Cutting::default() });
+            jobs.push(CutJob { table: t.clone(), by, rows, tx });
+            return Ok(vec![Chunk::lazy(i, feed)]);
         }
         let Some(key) = t.integer_key() else {
             self.dialect.progress().planned(t.id().as_str(), 1, estimated);
@@ -208,10 +224,59 @@ impl<D: Dialect> Enumerator<D> {
     }
 }
 
+/// A table whose key values the run's cutter reads ([`cut_all`]), out to the readers through `tx`
+/// (which holds those read before, if any).
+struct CutJob<D: Dialect> {
+    table: D::Table,
+    by: Keyset,
+    rows: u64,
+    tx: watch::Sender<Cutting>,
+}
+
+/// Reads the key values of the tables of `jobs`, one table after another, each value out to the
+/// readers as soon as it is read: a table's first chunks are read while the rest of it is cut.
+/// A failure stops the tables after it too (the readers return it, and the run restarts).
+async fn cut_all<D: Dialect>(dialect: Arc<D>, jobs: Vec<CutJob<D>>) {
+    let mut session = None;
+    let mut failed: Option<(String, bool)> = None;
+    for job in jobs {
+        if failed.is_none() {
+            let began = std::time::Instant::now();
+            let cut = async {
+                if session.is_none() {
+                    session = Some(dialect.session(None).await?);
+                }
+                let open = session.as_mut().expect("opened above");
+                let last = job.tx.borrow().values.last().cloned();
+                let found = |v| job.tx.send_modify(|c: &mut Cutting| c.values.push(v));
+                cut_values_after(&*dialect, open, &job.table, &job.by, job.rows, last, found).await
+            };
+            match cut.await {
+                Ok(()) => {
+                    let (n, by) = (job.tx.borrow().values.len() as u64 + 1, job.by.names.join(", "));
+                    let secs = began.elapsed().as_secs_f64();
+                    tracing::info!("cut `{}` into {n} chunks at values of ({by}) in {secs:.1} s", job.table.id());
+                    dialect.progress().planned(job.table.id().as_str(), n, None);
+                    job.tx.send_modify(|c| c.done = true);
+                    continue;
+                }
+                Err(e) => {
+                    let why = format!("cutting `{}` into snapshot chunks: {e:#}", job.table.id());
+                    failed = Some((why, is_restartable(&e)));
+                }
+            }
+        }
+        job.tx.send_modify(|c| c.failed = failed.clone());
+    }
+    if let Some(session) = session {
+        dialect.close(session).await;
+    }
+}
+
 /// The values of `by` that cut `t` into pieces of about `rows` rows: each the value `rows` rows
 /// after the one before, read from the table's index (`… ORDER BY key LIMIT 1 OFFSET rows`), so
-/// cutting costs one pass over the keys whatever their type and spread. (Snapshot chunks, and
-/// `sluice verify`'s ranges.)
+/// cutting costs one pass over the keys whatever their type and spread. (`sluice verify`'s
+/// ranges; snapshot chunks through [`cut_values_after`].)
 pub(crate) async fn cut_values<D: Dialect>(
     dialect: &D,
     session: &mut D::Session,
@@ -219,14 +284,28 @@ pub(crate) async fn cut_values<D: Dialect>(
     by: &Keyset,
     rows: u64,
 ) -> anyhow::Result<Vec<Vec<String>>> {
+    let mut values = Vec::new();
+    cut_values_after(dialect, session, t, by, rows, None, |v| values.push(v)).await?;
+    Ok(values)
+}
+
+/// [`cut_values`] after `last` (one of them, read before), each given to `found` as it is read.
+async fn cut_values_after<D: Dialect>(
+    dialect: &D,
+    session: &mut D::Session,
+    t: &D::Table,
+    by: &Keyset,
+    rows: u64,
+    mut last: Option<Vec<String>>,
+    mut found: impl FnMut(Vec<String>) + Send,
+) -> anyhow::Result<()> {
     let at: Vec<usize> = by.names.iter().filter_map(|c| t.column(c)).collect();
     let not_null = format!("{} IS NOT NULL", by.columns[0]);
-    let mut values: Vec<Vec<String>> = Vec::new();
     loop {
-        let from = values.last().map(|v| format!(" AND {}", by.compare(v, Bound::From))).unwrap_or_default();
+        let from = last.as_ref().map(|v| format!(" AND {}", by.compare(v, Bound::From))).unwrap_or_default();
         let sql = format!("{} WHERE {not_null}{from} ORDER BY {} LIMIT 1 OFFSET {rows}", dialect.select(t), by.order());
         let Some(mut next) = first_key(dialect, session, t, &at, &sql).await? else { break };
-        if values.last() == Some(&next) {
+        if last.as_ref() == Some(&next) {
             // A value of a column that is not a key, on more rows than a piece: on after it.
             let after = by.compare(&next, Bound::After);
             let sql = format!("{} WHERE {not_null} AND {after} ORDER BY {} LIMIT 1", dialect.select(t), by.order());
@@ -235,9 +314,10 @@ pub(crate) async fn cut_values<D: Dialect>(
                 None => break,
             }
         }
-        values.push(next);
+        found(next.clone());
+        last = Some(next);
     }
-    Ok(values)
+    Ok(())
 }
 
 /// The values of columns `at` in the first row of `sql`, a query of `t`.
@@ -328,6 +408,8 @@ struct Chunks<D: Dialect> {
     schema_only: bool,
     /// See the module's documentation: turns true once every reader's chunks are checkpointed.
     gate: Option<watch::Sender<bool>>,
+    /// The task reading the key values of the tables still being cut ([`cut_all`]).
+    _cutter: Option<AbortOnDrop<()>>,
 }
 
 #[async_trait]
@@ -369,6 +451,10 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
         let cuts: BTreeMap<String, Vec<Vec<String>>> =
             self.cuts.iter().filter(|(t, _)| cut.contains(t.as_str())).map(|(t, v)| (t.clone(), v.clone())).collect();
         position.chunk.cuts = (!cuts.is_empty()).then_some(cuts);
+        // Of the tables still being cut, the values read so far go in each position taken.
+        position.chunk.cutting = BTreeSet::new();
+        let feeds = chunks.iter().filter_map(|c| Some((self.tables[c.table].name().to_string(), c.feed.clone()?)));
+        let feeds = feeds.collect();
         let log_start = if worker == 0 { self.log_start.clone() } else { None };
         if worker == 0 {
             position.log.begin(log_start.clone());
@@ -400,6 +486,7 @@ impl<D: Dialect> SplitEnumerator for Chunks<D> {
             restored,
             gate: if worker == 0 { self.gate.as_ref().map(|g| g.subscribe()) } else { None },
             follower: None,
+            feeds,
         }))
     }
 }
@@ -425,6 +512,8 @@ struct Reader<D: Dialect> {
     log_start: Option<At<D>>,
     gate: Option<watch::Receiver<bool>>,
     follower: Option<D::Follower>,
+    /// The key values of this reader's tables still being cut, by table name.
+    feeds: BTreeMap<String, watch::Receiver<Cutting>>,
 }
 
 impl<D: Dialect> Reader<D> {
@@ -450,6 +539,56 @@ impl<D: Dialect> Reader<D> {
             return None;
         }
         self.dialect.key_literal(t, t.primary_key())
+    }
+
+    /// The lazy entry `lazy` in front of the chunks ([`Chunk::feed`]): replaced by its next chunk
+    /// (and the entry after that) once the chunk's end is read, or done with when its table has
+    /// no more chunks of this reader (then true).
+    async fn take_cut(&mut self, lazy: Chunk) -> anyhow::Result<bool> {
+        let tables = self.tables.clone();
+        let name = |i: usize| tables[i].name().to_string();
+        let mut feed = lazy.feed.clone().expect("a lazy entry");
+        let k = lazy.start().max(0) as usize;
+        let next = {
+            let cutting =
+                feed.wait_for(|c| c.values.len() > k || c.done || c.failed.is_some()).await.map_err(|_| {
+                    Restartable::error(format!("`{}`: its snapshot chunks stopped being cut", name(lazy.table)))
+                })?;
+            if let Some((why, restartable)) = &cutting.failed {
+                return Err(if *restartable { Restartable::error(why.clone()) } else { anyhow::anyhow!("{why}") });
+            }
+            lazy.next_cut(&cutting.values, cutting.done)
+        };
+        match next {
+            Next::Chunk(chunk, after) => {
+                self.chunks.pop_front();
+                if let Some(after) = after {
+                    self.chunks.push_front(after);
+                }
+                self.chunks.push_front(chunk);
+            }
+            Next::Spent => {
+                self.position.chunk.next_chunk(&mut self.chunks, name);
+                return Ok(true);
+            }
+            Next::Wait => unreachable!("waited for its end"),
+        }
+        Ok(false)
+    }
+
+    /// Tables whose key values are all read: kept in the position as they are.
+    fn settle_feeds(&mut self) {
+        let position = &mut self.position.chunk;
+        self.feeds.retain(|name, feed| {
+            let cutting = feed.borrow();
+            if !cutting.done {
+                return true;
+            }
+            if let Some(values) = position.cuts.as_mut().and_then(|c| c.get_mut(name)) {
+                values.clone_from(&cutting.values);
+            }
+            false
+        });
     }
 
     /// `t`'s schema, as of the restored position when there is one.
@@ -512,6 +651,20 @@ impl<D: Dialect> Reader<D> {
 #[async_trait]
 impl<D: Dialect> SourceReader for Reader<D> {
     async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+        if !self.feeds.is_empty() {
+            self.settle_feeds();
+        }
+        while let Some(lazy) = self.chunks.front().filter(|c| c.feed.is_some()).cloned() {
+            if self.take_cut(lazy.clone()).await? && self.chunks.is_empty() {
+                // The last chunk read was this reader's last: its position says so before it
+                // goes on to the log (which may wait for every reader's position to say so).
+                let t = &self.tables[lazy.table];
+                if self.announced.insert(t.id().clone()) {
+                    return Ok(Some(Event::SchemaChange(self.announce(t))));
+                }
+                return Ok(Some(t.nothing()));
+            }
+        }
         let Some(chunk) = self.chunks.front().cloned() else {
             if !self.position.chunk.done {
                 self.position.chunk.finish();
@@ -551,7 +704,20 @@ impl<D: Dialect> SourceReader for Reader<D> {
     }
 
     fn position(&self) -> serde_json::Value {
-        self.position.to_value()
+        if self.feeds.is_empty() {
+            return self.position.to_value();
+        }
+        let mut p = self.position.clone();
+        for (name, feed) in &self.feeds {
+            if let Some(values) = p.chunk.cuts.as_mut().and_then(|c| c.get_mut(name)) {
+                let cutting = feed.borrow();
+                values.clone_from(&cutting.values);
+                if !cutting.done {
+                    p.chunk.cutting.insert(name.clone());
+                }
+            }
+        }
+        p.to_value()
     }
 }
 
