@@ -128,7 +128,12 @@ impl Chunk {
     /// This lazy entry for reader `worker` of `readers`: its chunks are every `readers`-th from
     /// ordinal `worker`.
     fn lazy_for(&self, worker: usize, readers: usize) -> Chunk {
-        Chunk { step: readers.max(1) as u64, feed: self.feed.clone(), ..Chunk::cut(self.table, worker, None, None) }
+        Chunk { step: readers.max(1) as u64, ..self.lazy_at(worker) }
+    }
+
+    /// This lazy entry, its next chunk at `ordinal`.
+    fn lazy_at(&self, ordinal: usize) -> Chunk {
+        Chunk { step: self.step, feed: self.feed.clone(), ..Chunk::cut(self.table, ordinal, None, None) }
     }
 
     /// What a lazy entry yields once `values` are cut (`done`: all of them).
@@ -140,12 +145,7 @@ impl Chunk {
         let to = values.get(k).cloned();
         let last = to.is_none();
         let chunk = Chunk::cut(self.table, k, k.checked_sub(1).map(|j| values[j].clone()), to);
-        let after = Chunk {
-            step: self.step,
-            feed: self.feed.clone(),
-            ..Chunk::cut(self.table, k + self.step as usize, None, None)
-        };
-        Next::Chunk(chunk, (!last).then_some(after))
+        Next::Chunk(chunk, (!last).then(|| self.lazy_at(k + self.step as usize)))
     }
 }
 
@@ -288,7 +288,7 @@ pub(crate) fn resume(
         while let Some(c) = out.front_mut().filter(|c| key(c) < (table.clone(), start)) {
             // The lazy entry of the table the reader stands in goes on from its chunk.
             if c.feed.is_some() && name(c.table) == *table {
-                *c = Chunk { step: c.step, feed: c.feed.clone(), ..Chunk::cut(c.table, start as usize, None, None) };
+                *c = c.lazy_at(start as usize);
                 break;
             }
             out.pop_front();
