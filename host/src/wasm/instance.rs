@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use sluice_guest::batch::{Batch, decode_ipc, resolve_input_columns};
+use sluice_guest::batch::Batch;
 use sluice_guest::types::{ColumnDef, DorisType, arrow_schema, columns_of};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
@@ -322,15 +322,8 @@ fn check_output(
         .into_iter()
         .enumerate()
         .map(|(i, b)| {
-            let batch = match input {
-                Some((bytes, data)) if bytes == b.arrow_ipc.as_slice() => {
-                    Batch::from_decoded(b.table, data.clone(), b.row_kinds)
-                }
-                _ => decode_ipc(b.arrow_ipc)
-                    .and_then(|data| resolve_input_columns(data, input.map(|(_, data)| data)))
-                    .and_then(|data| Batch::from_decoded(b.table, data, b.row_kinds)),
-            }
-            .map_err(|e| malformed(format!("output batch {i}: {}", e.message)))?;
+            let batch = Batch::from_answer((b.table, b.arrow_ipc, b.row_kinds), input)
+                .map_err(|e| malformed(format!("output batch {i}: {}", e.message)))?;
             if batch.table.is_none() {
                 let got = batch.schema();
                 let same = got.fields().len() == output.fields().len()

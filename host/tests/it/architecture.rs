@@ -7,7 +7,7 @@ use std::time::Duration;
 use sluice::runtime::{self, RunOptions};
 use tokio::sync::watch;
 
-use crate::common::{Doris, pipeline_file, plugin_wasm, run_file as run};
+use crate::common::{Doris, accepts, pipeline_file, plugin_wasm, run_file as run, wait_for};
 
 fn datagen(rows: u64) -> String {
     format!(
@@ -148,7 +148,9 @@ async fn a_changelog_pipeline_survives_the_fe_going_away_for_3_seconds() {
     // Every listener (HTTP, MySQL, Flight) closes for 3 s.
     let point = doris_lite::DebugPoint::times(1).param("ms", 3000);
     doris.h().debug_points().add(doris_lite::faults::SERVER_RESTART_LISTENERS, point).unwrap();
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let query = doris.h().query_addr();
+    wait_for("the listeners to close", || !accepts(query)).await;
+    wait_for("the listeners to open again", || accepts(query)).await;
     doris.sql("INSERT INTO test.student VALUES (3, 'c', 30), (1, 'a2', 11)");
     assert!(mirrored(&["1\ta2", "2\tb", "3\tc"]).await, "changes after the outage reached the mirror");
     stop.send(true).unwrap();

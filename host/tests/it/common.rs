@@ -339,6 +339,29 @@ impl Background {
     }
 }
 
+/// Wait for `done` (checked every 20 ms). The 60 s deadline is for a hang on a busy machine, not a
+/// bound on speed.
+pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "{what} did not happen within 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The rows of `table` in the doris-lite whose query port is `port`; 0 while it does not exist.
+pub fn rows_in(port: u16, table: &str) -> usize {
+    try_mysql(port, &format!("SELECT COUNT(*) FROM {table}"))
+        .ok()
+        .and_then(|rows| rows.first().and_then(|n| n.parse::<usize>().ok()))
+        .unwrap_or(0)
+}
+
+/// Whether something listens at `addr` (a TCP connection is accepted).
+pub fn accepts(addr: std::net::SocketAddr) -> bool {
+    std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)).is_ok()
+}
+
 /// Polls until `doris` answers `target` with what `source()` answers (`secs` at most); the error
 /// shows where they differ.
 pub async fn converges(source: impl Fn() -> Vec<String>, doris: &Doris, target: &str, secs: u64) -> Result<(), String> {

@@ -14,7 +14,7 @@ use sluice::transforms::lookup::{LookupJoin, LookupMetrics, LookupTable, LookupT
 use sluice_guest::batch::{Batch, Value, parse_date};
 use tokio::sync::watch;
 
-use crate::common::{Doris, batch, lines, pipeline_file};
+use crate::common::{Doris, accepts, batch, lines, pipeline_file, wait_for};
 
 const DIM_CITY: &str = "CREATE TABLE dim.dim_city (city VARCHAR(32), level INT, province VARCHAR(32), country VARCHAR(32)) UNIQUE KEY(city) DISTRIBUTED BY HASH(city) BUCKETS 2";
 
@@ -218,16 +218,19 @@ async fn repeated_keys_are_fetched_once_in_batches_of_batch_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_keys_expire_after_the_ttl() {
-    // A TTL that a slow machine does not outlast between two consecutive batches.
-    let (doris, j, m) = city_lookup("columns = ['level']\ncache.max_rows = 100\ncache.ttl = '3s'").await;
+    // An hour that the cache's clock passes at once: no test machine is slow enough to outlast it.
+    let (doris, j, m) = city_lookup("columns = ['level']\ncache.max_rows = 100\ncache.ttl = '1h'").await;
     let one = in_city("Hangzhou");
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou 2"]);
     doris.sql("INSERT INTO dim.dim_city VALUES ('Hangzhou', 9, 'Zhejiang', 'China')");
+    j.clock().advance(Duration::from_secs(1800));
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou 2"], "served from the cache");
     assert_eq!((count(&m.hits), count(&m.misses), count(&m.queries)), (1, 1, 1));
-    tokio::time::sleep(Duration::from_millis(3300)).await;
+    j.clock().advance(Duration::from_secs(1800));
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou 9"], "read again after the TTL");
     assert_eq!((count(&m.hits), count(&m.misses), count(&m.queries)), (1, 2, 2));
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou 9"], "cached again");
+    assert_eq!((count(&m.hits), count(&m.misses), count(&m.queries)), (2, 2, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,7 +255,7 @@ async fn missing_keys_are_cached_unless_turned_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_cache_loads_the_table_and_reloads_it_every_ttl() {
-    let (doris, j, m) = city_lookup("columns = ['province']\ncache.mode = 'full'\ncache.ttl = '3s'").await;
+    let (doris, j, m) = city_lookup("columns = ['province']\ncache.mode = 'full'\ncache.ttl = '1h'").await;
     let out = j.process(&facts()).await.unwrap();
     assert_eq!(
         lines(&[out]).iter().map(|l| l.rsplit(' ').next().unwrap()).collect::<Vec<_>>(),
@@ -262,8 +265,10 @@ async fn full_cache_loads_the_table_and_reloads_it_every_ttl() {
     doris.sql("INSERT INTO dim.dim_city VALUES ('Atlantis', 5, 'Sea', 'Nowhere')");
     let atlantis = in_city("Atlantis");
     assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis NULL"]);
+    j.clock().advance(Duration::from_secs(1800));
+    assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis NULL"]);
     assert_eq!(count(&m.queries), 1, "no query between reloads");
-    tokio::time::sleep(Duration::from_millis(3200)).await;
+    j.clock().advance(Duration::from_secs(1800));
     // The TTL has passed: this batch starts a reload in the background and is served the old rows.
     assert_eq!(joined(&j, &atlantis).await, ["+I 1 x Atlantis NULL"]);
     wait_for("the reload", || count(&m.full_loads) == 2).await;
@@ -271,22 +276,14 @@ async fn full_cache_loads_the_table_and_reloads_it_every_ttl() {
     assert_eq!((count(&m.full_loads), count(&m.queries), count(&m.rows_fetched)), (2, 2, 9));
 }
 
-/// Wait up to 60s (a generous deadline for a busy machine) for `done`.
-async fn wait_for(what: &str, done: impl Fn() -> bool) {
-    let started = std::time::Instant::now();
-    while !done() {
-        assert!(started.elapsed() < Duration::from_secs(60), "{what} did not happen within 60s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A TCP proxy in front of doris-lite's query port that can hold each packet a client sends for
-/// `delay_ms` (a slow dimension table) or drop every connection (`failing`), and counts the most
-/// packets it held at once (queries in flight together).
+/// `delay_ms` or while `holding` (a slow dimension table), or drop every connection (`failing`),
+/// and counts the packets it holds and the most it held at once (queries in flight together).
 #[derive(Default)]
 struct Proxy {
     port: std::sync::atomic::AtomicU16,
     delay_ms: std::sync::atomic::AtomicU64,
+    holding: std::sync::atomic::AtomicBool,
     failing: std::sync::atomic::AtomicBool,
     held: std::sync::atomic::AtomicU64,
     most_held: std::sync::atomic::AtomicU64,
@@ -320,10 +317,13 @@ impl Proxy {
                             Ok(n) => n,
                         };
                         let ms = p.delay_ms.load(Ordering::Relaxed);
-                        if ms > 0 {
+                        if ms > 0 || p.holding.load(Ordering::Relaxed) {
                             let now = p.held.fetch_add(1, Ordering::Relaxed) + 1;
                             p.most_held.fetch_max(now, Ordering::Relaxed);
                             tokio::time::sleep(Duration::from_millis(ms)).await;
+                            while p.holding.load(Ordering::Relaxed) {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
                             p.held.fetch_sub(1, Ordering::Relaxed);
                         }
                         if p.failing.load(Ordering::Relaxed) || to_server.write_all(&buf[..n]).await.is_err() {
@@ -348,7 +348,7 @@ async fn a_full_cache_serves_its_snapshot_while_a_slow_or_failing_reload_runs() 
     with_cities(&doris);
     let proxy = Proxy::start(&doris).await;
     let options = "table = 'dim.dim_city'\nkeys = ['city']\ncolumns = ['province']\ncache.mode = 'full'\n\
-                   cache.ttl = '1s'\nmax_retries = 1";
+                   cache.ttl = '1h'\nmax_retries = 1";
     let cfg: LookupTransform = toml::from_str(options).unwrap();
     let section = doris_section_at(&doris, proxy.port());
     let table = LookupTable::connect(&cfg, &section, "", 4).await.unwrap();
@@ -356,42 +356,44 @@ async fn a_full_cache_serves_its_snapshot_while_a_slow_or_failing_reload_runs() 
     let j = LookupJoin::new(table, &batch(FACT, &[]).schema()).unwrap();
     let one = in_city("Hangzhou");
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang"], "the first load");
+    let ttl = Duration::from_secs(3600);
 
-    // A slow reload: batches keep getting the old snapshot at once, and one reload runs.
+    // A slow reload (held by the proxy until released): batches keep getting the old snapshot at
+    // once, and one reload runs.
     doris.sql("INSERT INTO dim.dim_city VALUES ('Hangzhou', 2, 'Zhejiang-2', 'China')");
-    proxy.delay_ms.store(8000, Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    proxy.holding.store(true, Ordering::Relaxed);
+    j.clock().advance(ttl);
     for _ in 0..5 {
         assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang"], "the old snapshot while reloading");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // The reload is still held by the proxy (for 8 s): these batches were answered without it.
+    wait_for("the reload to reach Doris", || proxy.held.load(Ordering::Relaxed) > 0).await;
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang"], "the old snapshot while reloading");
     assert_eq!(count(&m.full_loads), 1, "batches waited for the reload");
+    // The reload outlasts the TTL, so the first batch after it starts the next one.
+    j.clock().advance(ttl);
+    proxy.holding.store(false, Ordering::Relaxed);
     wait_for("the slow reload", || count(&m.full_loads) == 2).await;
     assert_eq!(proxy.most_held.load(Ordering::Relaxed), 1, "one reload at a time");
-    proxy.delay_ms.store(0, Ordering::Relaxed);
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"], "the new snapshot");
-    // The slow reload took longer than the TTL, so that batch started the next one.
     wait_for("the reload after the slow one", || count(&m.full_loads) == 3).await;
 
     // A failing reload: the snapshot stays, the failure is counted, the batches do not fail.
     proxy.failing.store(true, Ordering::Relaxed);
     doris.sql("INSERT INTO dim.dim_city VALUES ('Hangzhou', 2, 'Zhejiang-3', 'China')");
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    j.clock().advance(ttl);
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"]);
     wait_for("the failed reload", || count(&m.full_load_failures) == 1).await;
     assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"], "the old snapshot after a failed reload");
     let loads = count(&m.full_loads);
     proxy.failing.store(false, Ordering::Relaxed);
-    // Tried again a TTL after the failure.
-    let started = std::time::Instant::now();
-    loop {
-        if joined(&j, &one).await == ["+I 1 x Hangzhou Zhejiang-3"] {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "no reload after the failure");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Not tried again before a TTL has passed since the failure; tried again after it.
+    j.clock().advance(ttl / 2);
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"]);
+    assert_eq!(count(&m.full_loads), loads, "reloaded before a TTL passed since the failure");
+    j.clock().advance(ttl / 2);
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-2"], "served while it reloads");
+    wait_for("the reload after the failure", || count(&m.full_loads) == loads + 1).await;
+    assert_eq!(joined(&j, &one).await, ["+I 1 x Hangzhou Zhejiang-3"]);
     assert_eq!((count(&m.full_loads), count(&m.full_load_failures)), (loads + 1, 1));
 
     // Without any snapshot yet, a failed load fails the batch.
@@ -512,11 +514,12 @@ async fn enrich_pipeline() -> (Doris, tempfile::TempDir, runtime::Prepared) {
     (doris, dir, prepared)
 }
 
-/// Close doris-lite's listeners (its query port among them) for `ms`.
+/// Close doris-lite's listeners (its query port among them) for `ms`; returns once they are closed.
 async fn close_listeners(doris: &Doris, ms: u64) {
     let point = DebugPoint::times(1).param("ms", ms);
     doris.h().debug_points().clone().add(faults::SERVER_RESTART_LISTENERS, point).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let query = doris.h().query_addr();
+    wait_for("the listeners to close", || !accepts(query)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@ mod architecture;
 mod cli;
 mod cluster;
 mod common;
+mod credentials;
 mod dead_letter;
 mod decoders;
 mod doris_client;

@@ -788,12 +788,8 @@ async fn kill_9_in_the_snapshot_and_in_the_binlog_loses_and_repeats_nothing() {
     // Each round is killed as soon as it has committed something new, so every kill lands inside
     // the snapshot with progress behind it, however fast the machine reads.
     let doris_port = doris.h().query_addr().port();
-    let landed = || {
-        crate::common::try_mysql(doris_port, "SELECT COUNT(*) FROM ods.items")
-            .ok()
-            .and_then(|rows| rows.first().and_then(|n| n.parse::<usize>().ok()))
-            .unwrap_or(0)
-    };
+    let landed_in = |table: &str| crate::common::rows_in(doris_port, &format!("ods.{table}"));
+    let landed = || landed_in("items");
     while !done && in_snapshot < 8 {
         let before = landed();
         let run = Background::start(&path);
@@ -841,10 +837,16 @@ async fn kill_9_in_the_snapshot_and_in_the_binlog_loses_and_repeats_nothing() {
             std::thread::sleep(Duration::from_millis(20));
         }
     });
-    for _ in 0..5 {
+    // Each round is killed once it has committed changes read from the binlog (`app.notes` is
+    // only inserted into, and keyless: a DUPLICATE table in Doris, where a change applied twice
+    // is a row too many), with more changes in flight.
+    for round in 1..=5 {
+        let before = landed_in("notes");
         let mut run = Background::start(&path);
-        run.until(60, "the binlog phase", |r| r.log().contains("following the binlog from")).await;
-        tokio::time::sleep(Duration::from_millis(300 + fastrand::u64(..700))).await;
+        run.until(60, "the binlog phase", following).await;
+        let committed = || landed_in("notes") > before;
+        crate::common::wait_for(&format!("round {round}'s first committed changes"), committed).await;
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(..300))).await;
         run.kill_9();
         in_binlog += 1;
     }
@@ -1081,7 +1083,6 @@ async fn a_purged_binlog_stops_the_restart_naming_the_file() {
     let path = startup_pipeline(dir.path(), &maria, &doris, "ods", "scan.startup.mode = \"initial\"");
     let (stop, task) = spawn_run(&path);
     converges(&maria, &doris, "SELECT id FROM app.t", "SELECT id FROM ods.t").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await;
     stop.send(true).unwrap();
     task.await.unwrap().0.unwrap();
     maria.sql("FLUSH BINARY LOGS; INSERT INTO app.t VALUES (2); FLUSH BINARY LOGS");

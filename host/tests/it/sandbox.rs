@@ -54,9 +54,14 @@ fn an_infinite_loop_hits_the_wall_time_limit_while_another_plugin_keeps_working(
         assert!(Instant::now() < deadline, "the neighbouring plugin never served a batch");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The hostile plugin is compiled and instantiated first: only its looping call is counted.
+    let plugin = load("hostile", limits());
+    let input = batch("id BIGINT", &[vec![Value::Int(1)]]);
+    let mut inst = plugin.transform(&[("mode".into(), "loop".into())], &input.schema()).unwrap();
     let before = served.load(Ordering::Relaxed);
-    let err = hostile("loop", limits()).unwrap_err();
+    let err = inst.process(&input).unwrap_err();
     let during = served.load(Ordering::Relaxed) - before;
+    assert!(matches!(inst.process(&input).unwrap_err(), PluginError::Poisoned { .. }));
     stop.store(true, Ordering::Relaxed);
     neighbour.join().expect("the neighbouring plugin never failed");
     assert!(matches!(err, PluginError::Timeout { .. }), "{err}");

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{CacheMode, LookupCache};
@@ -15,9 +15,10 @@ pub(super) type Matches = Arc<Vec<Vec<Option<String>>>>;
 
 pub(super) enum KeyCache {
     Off,
-    /// Keys with their rows, expiring `ttl` after they were fetched.
+    /// Keys with their rows and when they expire (`ttl` after they were fetched, on the
+    /// [`Clock`]).
     Partial {
-        cache: moka::sync::Cache<Key, Matches>,
+        cache: moka::sync::Cache<Key, (Matches, Instant)>,
         missing: bool,
         ttl: Duration,
         max_rows: u64,
@@ -27,6 +28,24 @@ pub(super) enum KeyCache {
         table: FullTable,
         ttl: Duration,
     },
+}
+
+/// The cache's time: the machine's monotonic clock, plus however far [`Clock::advance`] moved it
+/// on. Entries expire by this clock, so a test can expire them without waiting.
+#[derive(Default)]
+pub struct Clock {
+    ahead_nanos: AtomicU64,
+}
+
+impl Clock {
+    pub fn now(&self) -> Instant {
+        Instant::now() + Duration::from_nanos(self.ahead_nanos.load(Ordering::Relaxed))
+    }
+
+    /// Move this cache's time on by `by`: what would expire by then expires now.
+    pub fn advance(&self, by: Duration) {
+        self.ahead_nanos.fetch_add(by.as_nanos().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+    }
 }
 
 /// Every row of the dimension, grouped by key.
@@ -44,10 +63,10 @@ pub(super) struct FullTable {
 }
 
 impl FullTable {
-    /// The rows served now and whether they are due to be read again.
-    pub fn current(&self) -> Option<(Rows, bool)> {
+    /// The rows served at `now` and whether they are due to be read again.
+    pub fn current(&self, now: Instant) -> Option<(Rows, bool)> {
         let snapshot = self.snapshot.read().expect("snapshot lock");
-        snapshot.as_ref().map(|(rows, next)| (rows.clone(), Instant::now() >= *next))
+        snapshot.as_ref().map(|(rows, next)| (rows.clone(), now >= *next))
     }
 
     /// Serve `rows` from now on, until `next`.
@@ -71,7 +90,7 @@ impl KeyCache {
             CacheMode::Partial if cfg.max_rows <= 0 => KeyCache::Off,
             CacheMode::Partial => {
                 let max_rows = cfg.max_rows as u64;
-                let cache = moka::sync::Cache::builder().max_capacity(max_rows).time_to_live(ttl).build();
+                let cache = moka::sync::Cache::builder().max_capacity(max_rows).build();
                 KeyCache::Partial { cache, missing: cfg.cache_missing_key, ttl, max_rows }
             }
         }
@@ -91,18 +110,25 @@ impl KeyCache {
         }
     }
 
-    pub fn get(&self, key: &Key) -> Option<Matches> {
-        match self {
-            KeyCache::Partial { cache, .. } => cache.get(key),
-            _ => None,
+    /// The rows of `key` unless they expired by `now`.
+    pub fn get(&self, key: &Key, now: Instant) -> Option<Matches> {
+        let KeyCache::Partial { cache, .. } = self else { return None };
+        match cache.get(key) {
+            Some((matches, expires)) if now < expires => Some(matches),
+            Some(_) => {
+                cache.invalidate(key);
+                None
+            }
+            None => None,
         }
     }
 
-    pub fn put(&self, key: Key, matches: Matches) {
-        if let KeyCache::Partial { cache, missing, .. } = self
+    /// Keep the rows of `key`, fetched at `now`.
+    pub fn put(&self, key: Key, matches: Matches, now: Instant) {
+        if let KeyCache::Partial { cache, missing, ttl, .. } = self
             && (*missing || !matches.is_empty())
         {
-            cache.insert(key, matches);
+            cache.insert(key, (matches, now + *ttl));
         }
     }
 }

@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use arrow::array::{ArrayRef, StringArray, UInt32Array};
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -70,6 +69,11 @@ impl LookupJoin {
         let queries = Arc::new(Semaphore::new(table.threads));
         let keys = Arc::new(Semaphore::new(table.queue_size));
         Ok(LookupJoin { table, key_columns: key_columns.into(), output, queries, keys })
+    }
+
+    /// The time the cache's entries expire by.
+    pub fn clock(&self) -> &super::Clock {
+        &self.table.clock
     }
 
     pub fn output_schema(&self) -> &SchemaRef {
@@ -172,8 +176,9 @@ impl LookupJoin {
             return Ok(());
         }
         let mut misses: Vec<Key> = Vec::new();
+        let now = t.clock.now();
         for (k, m) in distinct.iter_mut() {
-            match t.cache.get(k) {
+            match t.cache.get(k, now) {
                 Some(cached) => *m = Some(cached),
                 None => misses.push((*k).clone()),
             }
@@ -196,11 +201,12 @@ impl LookupJoin {
                     .boxed()
                 })
                 .collect();
+            let fetched_at = t.clock.now();
             let fetched: Vec<_> = futures::stream::iter(queries).buffer_unordered(t.threads).try_collect().await?;
             for (chunk, mut rows) in fetched {
                 for key in chunk {
                     let matches = rows.remove(key).unwrap_or_default();
-                    t.cache.put(key.clone(), matches.clone());
+                    t.cache.put(key.clone(), matches.clone(), fetched_at);
                     if let Some(slot) = distinct.get_mut(key) {
                         *slot = Some(matches);
                     }
@@ -217,19 +223,19 @@ impl LookupJoin {
 /// `full_load_failures`, and is tried again a `cache.ttl` later.
 async fn full_table(t: &Arc<LookupTable>) -> Result<Rows, LookupError> {
     let KeyCache::Full { table: full, ttl } = &t.cache else { unreachable!("a full cache") };
-    if let Some((rows, due)) = full.current() {
+    if let Some((rows, due)) = full.current(t.clock.now()) {
         if due && !full.reloading.swap(true, Ordering::AcqRel) {
             let t = t.clone();
             tokio::spawn(async move {
                 let KeyCache::Full { table: full, ttl } = &t.cache else { return };
-                let started = Instant::now();
+                let started = t.clock.now();
                 match t.dim.fetch_all().await {
                     Ok(rows) => {
                         full.replace(Arc::new(rows), started + *ttl);
                         t.metrics.full_loads.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        full.postpone(Instant::now() + *ttl);
+                        full.postpone(t.clock.now() + *ttl);
                         t.metrics.full_load_failures.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
                             table = %t.dim.table,
@@ -243,10 +249,10 @@ async fn full_table(t: &Arc<LookupTable>) -> Result<Rows, LookupError> {
         return Ok(rows);
     }
     let _first = full.first.lock().await;
-    if let Some((rows, _)) = full.current() {
+    if let Some((rows, _)) = full.current(t.clock.now()) {
         return Ok(rows);
     }
-    let started = Instant::now();
+    let started = t.clock.now();
     let rows: Rows = Arc::new(t.dim.fetch_all().await?);
     full.replace(rows.clone(), started + *ttl);
     t.metrics.full_loads.fetch_add(1, Ordering::Relaxed);

@@ -11,6 +11,7 @@
 //! memory and read again in the background every `cache.ttl`, the old snapshot served meanwhile.
 
 mod cache;
+pub use cache::Clock;
 mod config;
 pub(crate) mod fetch;
 mod join;
@@ -134,6 +135,8 @@ pub struct LookupTable {
     /// Queries in flight at once per worker.
     threads: usize,
     pub metrics: Arc<LookupMetrics>,
+    /// The time the cache's entries expire by.
+    pub clock: Clock,
 }
 
 impl LookupTable {
@@ -172,6 +175,7 @@ impl LookupTable {
             queue_size: (cfg.jdbc.read.batch.queue_size as usize).max(batch_size),
             threads,
             metrics,
+            clock: Clock::default(),
         }))
     }
 
