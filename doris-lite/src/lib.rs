@@ -8,6 +8,7 @@ pub mod engine;
 pub mod faults;
 pub mod flight;
 pub mod http;
+mod json_fields;
 pub mod load;
 pub mod mysql;
 pub mod net;

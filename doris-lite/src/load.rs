@@ -696,7 +696,6 @@ fn for_each_record(
         Format::Json => {
             let text = std::str::from_utf8(body)
                 .map_err(|_| LoadError("[DATA_QUALITY_ERROR]Invalid UTF-8 in json body".into()))?;
-            let mut docs: Vec<serde_json::Value> = Vec::new();
             let parse_doc = |s: &str, docs: &mut Vec<serde_json::Value>, errors: &mut Vec<String>, bad: &mut u64| {
                 match serde_json::from_str::<serde_json::Value>(s) {
                     Ok(mut v) => {
@@ -720,36 +719,45 @@ fn for_each_record(
                     }
                 }
             };
-            if opts.read_json_by_line {
-                for line in text.split('\n') {
-                    let l = line.trim();
-                    if l.is_empty() {
-                        continue;
-                    }
-                    parse_doc(l, &mut docs, &mut errors, &mut bad);
-                }
+            let pieces: Vec<&str> = if opts.read_json_by_line {
+                text.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect()
             } else {
-                parse_doc(text.trim(), &mut docs, &mut errors, &mut bad);
-            }
-            for doc in docs.iter() {
-                let serde_json::Value::Object(obj) = doc else {
-                    bad += 1;
-                    errors.push(format!("Reason: Expect json object, but got {doc}. src line [{doc}]; "));
+                vec![text.trim()]
+            };
+            // Objects are read straight into the fields unless paths pick the values.
+            let fields = (opts.jsonpaths.is_none() && opts.json_root.is_none())
+                .then(|| crate::json_fields::JsonFields::new(names));
+            let mut read = Vec::new();
+            for piece in pieces {
+                if let Some(fields) = &fields
+                    && fields.read(piece, &mut read)
+                {
+                    let texts: Vec<Option<&str>> = read.iter().map(|t| t.as_deref()).collect();
+                    on_record(&texts);
                     continue;
-                };
-                let rec: Vec<Option<String>> = match &opts.jsonpaths {
-                    Some(paths) => paths.iter().map(|p| json_path_get(doc, p).and_then(json_scalar_text)).collect(),
-                    None => names
-                        .iter()
-                        .map(|n| {
-                            obj.get(n)
-                                .or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v))
-                                .and_then(json_scalar_text)
-                        })
-                        .collect(),
-                };
-                let texts: Vec<Option<&str>> = rec.iter().map(|t| t.as_deref()).collect();
-                on_record(&texts);
+                }
+                let mut docs = Vec::new();
+                parse_doc(piece, &mut docs, &mut errors, &mut bad);
+                for doc in docs.iter() {
+                    let serde_json::Value::Object(obj) = doc else {
+                        bad += 1;
+                        errors.push(format!("Reason: Expect json object, but got {doc}. src line [{doc}]; "));
+                        continue;
+                    };
+                    let rec: Vec<Option<String>> = match &opts.jsonpaths {
+                        Some(paths) => paths.iter().map(|p| json_path_get(doc, p).and_then(json_scalar_text)).collect(),
+                        None => names
+                            .iter()
+                            .map(|n| {
+                                obj.get(n)
+                                    .or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v))
+                                    .and_then(json_scalar_text)
+                            })
+                            .collect(),
+                    };
+                    let texts: Vec<Option<&str>> = rec.iter().map(|t| t.as_deref()).collect();
+                    on_record(&texts);
+                }
             }
         }
     }

@@ -499,7 +499,7 @@ pub struct Table {
     /// When the table was created (wall clock, ms since epoch).
     pub created_ms: i64,
     random_cursor: usize,
-    tablet_snapshots: Option<(u64, bool, Vec<RecordBatch>)>,
+    tablet_snapshots: Option<SnapshotCache>,
 }
 
 fn hidden_value(name: &str, row: &StoredRow) -> Value {
@@ -852,75 +852,129 @@ impl Table {
 }
 
 impl Table {
-    /// The committed rows of each tablet as one RecordBatch, in tablet order (cached per data
-    /// version): what full scans and `TABLET(...)` reads are served from. A DUPLICATE tablet's
-    /// batch is its stored chunk itself.
+    /// The committed rows of each tablet as one RecordBatch, in tablet order: what full scans
+    /// and `TABLET(...)` reads are served from. A DUPLICATE tablet's batch is its stored chunk
+    /// itself.
     pub fn tablet_snapshots(&mut self, with_hidden: bool) -> Result<Vec<RecordBatch>, String> {
-        if let Some((v, h, b)) = &self.tablet_snapshots
-            && *v == self.data_version
-            && *h == with_hidden
-        {
-            return Ok(b.clone());
-        }
-        for t in &mut self.tablets {
-            t.compact()?;
-        }
+        self.tablet_columns(with_hidden, None)
+    }
+
+    /// The committed rows of each tablet, in tablet order, with only `columns` of the
+    /// snapshot's schema (indexes into [`Table::arrow_schema`]; all of them when `None`), as a
+    /// columnar store reads only the columns a query names. A column is converted once per data
+    /// version, when it is first asked for.
+    pub fn tablet_columns(&mut self, with_hidden: bool, columns: Option<&[usize]>) -> Result<Vec<RecordBatch>, String> {
         let schema = self.arrow_schema(with_hidden, false);
-        let hidden = if with_hidden { self.schema.hidden_columns() } else { Vec::new() };
-        let columns = &self.schema.columns;
-        let build = |tablet: &Tablet| -> Result<RecordBatch, String> {
-            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len() + hidden.len());
-            if let Some(chunk) = tablet.chunks.first() {
-                arrays.extend(chunk.batch.columns().iter().cloned());
-                if !hidden.is_empty() {
-                    let tsos = chunk.tso_column();
-                    for (name, ty) in &hidden {
-                        let hv: Vec<Value> = match *name {
-                            COMMIT_TSO_COL => tsos.clone(),
-                            _ => vec![Value::Null; tsos.len()],
-                        };
-                        arrays.push(build_array(ty, hv.iter())?);
+        let all: Vec<usize> = (0..schema.fields().len()).collect();
+        let wanted = columns.unwrap_or(&all);
+        if let Some(&bad) = wanted.iter().find(|&&c| c >= all.len()) {
+            return Err(format!("column {bad} of a table of {} columns", all.len()));
+        }
+        let fresh = self
+            .tablet_snapshots
+            .as_ref()
+            .is_some_and(|c| c.data_version == self.data_version && c.hidden == with_hidden);
+        if !fresh {
+            for t in &mut self.tablets {
+                t.compact()?;
+            }
+            let rows = self.tablets.iter().map(|t| t.row_count()).collect();
+            let columns = vec![vec![None; all.len()]; self.tablets.len()];
+            self.tablet_snapshots =
+                Some(SnapshotCache { data_version: self.data_version, hidden: with_hidden, rows, columns });
+        }
+        let cache = self.tablet_snapshots.as_mut().expect("set above");
+        let missing: Vec<usize> =
+            wanted.iter().copied().filter(|&c| cache.columns.iter().any(|t| t[c].is_none())).collect();
+        if !missing.is_empty() {
+            let hidden = if with_hidden { self.schema.hidden_columns() } else { Vec::new() };
+            let visible = &self.schema.columns;
+            let build = |tablet: &Tablet| -> Result<Vec<ArrayRef>, String> {
+                let mut arrays = Vec::with_capacity(missing.len());
+                if let Some(chunk) = tablet.chunks.first() {
+                    let tsos =
+                        if missing.iter().any(|&c| c >= visible.len()) { chunk.tso_column() } else { Vec::new() };
+                    for &c in &missing {
+                        arrays.push(match c.checked_sub(visible.len()).map(|h| &hidden[h]) {
+                            None => chunk.batch.column(c).clone(),
+                            Some((name, ty)) => {
+                                let hv: Vec<Value> = match *name {
+                                    COMMIT_TSO_COL => tsos.clone(),
+                                    _ => vec![Value::Null; tsos.len()],
+                                };
+                                build_array(ty, hv.iter())?
+                            }
+                        });
+                    }
+                } else {
+                    let rows: Vec<&StoredRow> = tablet.live_rows().collect();
+                    for &c in &missing {
+                        arrays.push(match c.checked_sub(visible.len()).map(|h| &hidden[h]) {
+                            None => build_array(&visible[c].ty, rows.iter().map(|r| &r.values[c]))?,
+                            Some((name, ty)) => {
+                                let hv: Vec<Value> = rows.iter().map(|r| hidden_value(name, r)).collect();
+                                build_array(ty, hv.iter())?
+                            }
+                        });
                     }
                 }
+                Ok(arrays)
+            };
+            // Large keyed tables are converted on all cores, a share of the tablets each.
+            let rows: usize = self.tablets.iter().map(|t| t.keyed.len()).sum();
+            let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(self.tablets.len());
+            let built: Vec<Vec<ArrayRef>> = if threads > 1 && rows >= 100_000 {
+                let per = self.tablets.len().div_ceil(threads);
+                let parts: Vec<Result<Vec<Vec<ArrayRef>>, String>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = self
+                        .tablets
+                        .chunks(per)
+                        .map(|chunk| s.spawn(|| chunk.iter().map(build).collect::<Result<Vec<_>, _>>()))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or_else(|_| Err("snapshot conversion panicked".to_string())))
+                        .collect()
+                });
+                let mut out = Vec::with_capacity(self.tablets.len());
+                for p in parts {
+                    out.extend(p?);
+                }
+                out
             } else {
-                let rows: Vec<&StoredRow> = tablet.live_rows().collect();
-                for (ci, c) in columns.iter().enumerate() {
-                    arrays.push(build_array(&c.ty, rows.iter().map(|r| &r.values[ci]))?);
-                }
-                for (name, ty) in &hidden {
-                    let hv: Vec<Value> = rows.iter().map(|r| hidden_value(name, r)).collect();
-                    arrays.push(build_array(ty, hv.iter())?);
+                self.tablets.iter().map(build).collect::<Result<_, _>>()?
+            };
+            for (cached, arrays) in cache.columns.iter_mut().zip(built) {
+                for (&c, array) in missing.iter().zip(arrays) {
+                    cached[c] = Some(array);
                 }
             }
-            RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())
-        };
-        // Large keyed tables are converted on all cores, a share of the tablets each.
-        let rows: usize = self.tablets.iter().map(|t| t.keyed.len()).sum();
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(self.tablets.len());
-        let out: Vec<RecordBatch> = if threads > 1 && rows >= 100_000 {
-            let per = self.tablets.len().div_ceil(threads);
-            let parts: Vec<Result<Vec<RecordBatch>, String>> = std::thread::scope(|s| {
-                let handles: Vec<_> = self
-                    .tablets
-                    .chunks(per)
-                    .map(|chunk| s.spawn(|| chunk.iter().map(build).collect::<Result<Vec<_>, _>>()))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| Err("snapshot conversion panicked".to_string())))
-                    .collect()
-            });
-            let mut out = Vec::with_capacity(self.tablets.len());
-            for p in parts {
-                out.extend(p?);
-            }
-            out
-        } else {
-            self.tablets.iter().map(build).collect::<Result<_, _>>()?
-        };
-        self.tablet_snapshots = Some((self.data_version, with_hidden, out.clone()));
-        Ok(out)
+        }
+        let projected = Arc::new(schema.project(wanted).map_err(|e| e.to_string())?);
+        cache
+            .columns
+            .iter()
+            .zip(&cache.rows)
+            .map(|(cached, &rows)| {
+                let arrays: Vec<ArrayRef> =
+                    wanted.iter().map(|&c| cached[c].clone().expect("converted above")).collect();
+                let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows));
+                RecordBatch::try_new_with_options(projected.clone(), arrays, &options).map_err(|e| e.to_string())
+            })
+            .collect()
     }
+}
+
+/// The columns of a table's tablets converted for scans at one data version (see
+/// [`Table::tablet_columns`]).
+#[derive(Debug, Clone)]
+struct SnapshotCache {
+    data_version: u64,
+    hidden: bool,
+    /// Rows of each tablet.
+    rows: Vec<usize>,
+    /// Per tablet, each column of the snapshot's schema once converted.
+    columns: Vec<Vec<Option<ArrayRef>>>,
 }
 
 /// A batch of `schema` (visible columns of `types`) from rows of values.
@@ -1142,6 +1196,36 @@ mod tests {
             t.tablets.iter().flat_map(|t| t.live_rows().map(|r| r.values.clone()).chain(t.appended_values())).collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn a_scan_of_some_columns_converts_those_once_per_version_and_matches_the_whole_snapshot() {
+        for keys_type in [KeysType::Unique, KeysType::Duplicate] {
+            let mut t = table(keys_type, vec![], [None, None]);
+            let ops: Vec<RowOp> = (0..1000).map(|k| op(k, (k % 7 != 0).then_some(k * 2), "x", false)).collect();
+            t.apply(TableWrite::Rows { ops, partial: None }, 1, 0).unwrap();
+            // With the hidden columns (the commit TSO among them) and without.
+            for hidden in [false, true] {
+                let whole = t.tablet_snapshots(hidden).unwrap();
+                let width = whole[0].num_columns();
+                for columns in [vec![2], vec![width - 1, 0], vec![]] {
+                    let some = t.tablet_columns(hidden, Some(&columns)).unwrap();
+                    for (part, all) in some.iter().zip(&whole) {
+                        assert_eq!(part.num_rows(), all.num_rows(), "{keys_type:?} {columns:?}");
+                        assert_eq!(part.schema().as_ref(), &all.schema().project(&columns).unwrap());
+                        for (i, &c) in columns.iter().enumerate() {
+                            assert_eq!(part.column(i).as_ref(), all.column(c).as_ref(), "{keys_type:?} column {c}");
+                        }
+                    }
+                }
+            }
+            // A new version converts only what is asked for.
+            t.apply(TableWrite::Rows { ops: vec![op(5000, Some(1), "y", false)], partial: None }, 2, 0).unwrap();
+            let counted = t.tablet_columns(false, Some(&[1])).unwrap();
+            assert_eq!(counted.iter().map(|b| b.num_rows()).sum::<usize>(), 1001);
+            let cache = t.tablet_snapshots.as_ref().unwrap();
+            assert!(cache.columns.iter().all(|c| c[1].is_some() && c[0].is_none() && c[2].is_none()));
+        }
     }
 
     #[test]

@@ -183,13 +183,16 @@ impl TableProvider for KeyedScan {
                 MemTable::try_new(self.schema(), vec![vec![batch]])?.scan(state, projection, &[], limit).await
             }
             None => {
+                // Only the columns the query reads are converted.
                 let batches = {
                     let mut st = self.engine.lock();
                     let table =
                         st.table_mut(&self.db, &self.table).map_err(|e| DataFusionError::Execution(e.to_string()))?;
-                    table.tablet_snapshots(self.hidden).map_err(DataFusionError::Execution)?
+                    table
+                        .tablet_columns(self.hidden, projection.map(Vec::as_slice))
+                        .map_err(DataFusionError::Execution)?
                 };
-                crate::sql::mem_table(batches)?.scan(state, projection, &[], limit).await
+                crate::sql::mem_table(batches)?.scan(state, None, &[], limit).await
             }
         }
     }
