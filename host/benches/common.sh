@@ -23,13 +23,23 @@ bench_cleanup() {
 }
 trap bench_cleanup EXIT
 track() { BENCH_PIDS+=("$1"); }
-# With BENCH_PERF_DIR set, a sampled CPU profile of process PID until it exits, in
-# $BENCH_PERF_DIR/NAME.data (`perf report -i … --sort dso,symbol` reads it; needs `perf`).
+# With BENCH_PERF_DIR set, a sampled CPU profile of process PID until it exits (or until
+# `profile_stop NAME`), in $BENCH_PERF_DIR/NAME.data (`perf report -i … --sort dso,symbol` reads
+# it; needs `perf`; BENCH_PERF_CALLS=1 records call stacks too).
 #   profile PID NAME
+declare -A PROFILERS=()
 profile() {
   [ -n "${BENCH_PERF_DIR:-}" ] || return 0
   mkdir -p "$BENCH_PERF_DIR"
-  perf record -q -F 499 -p "$1" -o "$BENCH_PERF_DIR/$2.data" >/dev/null 2>&1 &
+  perf record -q -F 499 ${BENCH_PERF_CALLS:+--call-graph dwarf,16384} -p "$1" -o "$BENCH_PERF_DIR/$2.data" >/dev/null 2>&1 &
+  PROFILERS[$2]=$!
+}
+#   profile_stop NAME
+profile_stop() {
+  local pid="${PROFILERS[$1]:-}"
+  [ -n "$pid" ] || return 0
+  kill -INT "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 }
 
 # $SLUICE_BIN and $DORIS_LITE_BIN when both are set, else release builds of this checkout.
@@ -139,7 +149,9 @@ catch_up() {
   SLUICE_PID=$!
   track "$SLUICE_PID"
   profile "$SLUICE_PID" sluice-catch-up
+  profile "$DORIS_PID" doris-lite-catch-up
   t1=$(helper landed "$1" "$2" 900) || sluice_failed
+  profile_stop doris-lite-catch-up
   C_SECS=$(calc "$t1 - $t0")
   C_RATE=$(calc "$1 / $C_SECS")
   C_CPU=$(calc "$(awk '{print $14 + $15}' "/proc/$SLUICE_PID/stat") / $(getconf CLK_TCK) / $C_SECS")

@@ -21,6 +21,9 @@ pub struct BuildContext<'a> {
     pub pipeline: &'a PipelineFile,
     /// The directory paths in the file are relative to.
     pub base_dir: PathBuf,
+    /// Whether anything after the source uses the rows before updates (see
+    /// [`uses_update_before`]); a source that reads them only on request leaves them out if not.
+    pub update_before: bool,
     /// The pipeline's stable identity (made at its first run).
     pub pipeline_id: String,
     pub state: Arc<dyn CheckpointStore>,
@@ -54,6 +57,13 @@ impl std::fmt::Debug for Confinement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Confinement").field("tenant", &self.tenant).finish_non_exhaustive()
     }
+}
+
+/// Whether anything after the source uses the rows before updates: a transform (a plugin may
+/// read them), or a sink that writes them (Flink's changelog-mode negotiation: the Doris sink
+/// drops `UPDATE_BEFORE` unless `ignore.update_before = false`).
+pub fn uses_update_before(pipeline: &PipelineFile) -> bool {
+    !pipeline.transform.is_empty() || pipeline.sink.iter().any(|s| s.config.writes_update_before())
 }
 
 /// Where a pipeline keeps its state and finds its relative paths.
@@ -223,6 +233,7 @@ async fn prepare_with(
         file,
         pipeline: &pipeline,
         base_dir: placement.base_dir,
+        update_before: uses_update_before(&pipeline),
         pipeline_id,
         state: state.clone(),
         stats,
@@ -296,4 +307,43 @@ async fn prepare_with(
         stats,
         verify,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::uses_update_before;
+
+    fn pipeline(transform: &str, sinks: &str) -> crate::pipeline::PipelineFile {
+        let text = format!(
+            r#"[pipeline]
+name = "p"
+
+[doris]
+fenodes = ["127.0.0.1:8030"]
+
+[[source]]
+type = "datagen"
+schema = "id BIGINT, name VARCHAR(64)"
+{transform}
+{sinks}"#
+        );
+        crate::pipeline::load_str(Path::new("pipeline.toml"), &text).expect("the pipeline loads")
+    }
+
+    const DORIS: &str = "[[sink]]\ntype = \"doris\"\ntable = \"db.t\"\n";
+
+    #[test]
+    fn rows_before_updates_are_read_only_where_a_transform_or_a_sink_uses_them() {
+        assert!(!uses_update_before(&pipeline("", DORIS)), "the Doris sink drops them by default");
+        let keeps = format!("{DORIS}ignore.update_before = false\n");
+        assert!(uses_update_before(&pipeline("", &keeps)), "written as deletes");
+        let no_deletes = format!("{keeps}enable_delete = false\n");
+        assert!(!uses_update_before(&pipeline("", &no_deletes)), "no deletes, so none of them either");
+        let wasm = "[[transform]]\ntype = \"wasm\"\nplugin = \"plugins/student-trans\"\n";
+        assert!(uses_update_before(&pipeline(wasm, DORIS)), "a plugin may read them");
+        let file = format!("{DORIS}\n[[sink]]\ntype = \"file\"\npath = \"out.jsonl\"\n");
+        assert!(uses_update_before(&pipeline("", &file)), "the file sink writes every row kind");
+    }
 }

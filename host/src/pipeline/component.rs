@@ -107,6 +107,11 @@ pub trait SinkConfig: Debug + Send + Sync + AsAny {
     fn letter_store(&self) -> Option<LetterStore<'_>> {
         None
     }
+    /// Whether it writes the rows before updates (`RowKind::UpdateBefore`): when no sink does and
+    /// no transform runs, a source may leave them out.
+    fn writes_update_before(&self) -> bool {
+        true
+    }
     /// The same sink with labels of its own for replay `id` (none: its labels need no change).
     fn relabeled(&self, _id: &str) -> Option<Arc<dyn SinkConfig>> {
         None

@@ -688,7 +688,9 @@ async fn barriers_drain_the_lookups_in_flight_so_a_restart_loses_and_repeats_not
     let report = run_pipeline(&prepared).await.unwrap();
     fault.abort();
     assert!(report.finished);
-    assert!(report.restarts >= 1 && report.checkpoint >= 5, "{report:?}");
+    // Three checkpoints before the fault, and at least the last one after the restart (how many
+    // more a loaded machine fits into the source's two seconds varies).
+    assert!(report.restarts >= 1 && report.checkpoint >= 4, "{report:?}");
     assert_eq!(
         doris.sql("SELECT count(*), count(distinct id), min(id), max(id) FROM test.wide"),
         ["8000\t8000\t1\t8000"]

@@ -281,6 +281,52 @@ async fn a_reader_resumed_at_its_position_reads_every_remaining_row_once() {
     assert_eq!(all, expected);
 }
 
+/// An update that keeps its key is read as its row after alone where nothing after the source
+/// uses the row before (the Doris sink's defaults), and as both rows where something does (the
+/// Doris sink writing them as deletes, a file sink); a key change is a delete and an insert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_row_before_an_update_is_read_only_where_the_pipeline_uses_it() {
+    use sluice::RowKind::{Delete, Insert, UpdateAfter, UpdateBefore};
+    let maria = tokio::task::spawn_blocking(MariaDb::start).await.unwrap();
+    maria.sql(
+        "CREATE DATABASE app; CREATE TABLE app.t (id INT PRIMARY KEY, v INT); INSERT INTO app.t VALUES (1, 1); \
+         UPDATE app.t SET v = 2 WHERE id = 1; UPDATE app.t SET id = 5 WHERE id = 1",
+    );
+    let doris = Doris::start().await;
+    let doris_sink = "[[sink]]\ntype = \"doris\"\ndatabase = \"ods\"\n";
+    let cases = [
+        (doris_sink.to_string(), vec![Insert, UpdateAfter, Delete, Insert]),
+        (
+            format!("{doris_sink}ignore.update_before = false\n"),
+            vec![Insert, UpdateBefore, UpdateAfter, Delete, Insert],
+        ),
+        (
+            "[[sink]]\ntype = \"file\"\npath = \"out.jsonl\"\n".to_string(),
+            vec![Insert, UpdateBefore, UpdateAfter, Delete, Insert],
+        ),
+    ];
+    for (sink, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[pipeline]\nname = \"kinds\"\n\n[doris]\nfenodes = {}\n\n[connections.app]\ntype = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+             [[source]]\ntype = \"mysql\"\nconnection = \"app\"\ndatabase = \"app\"\nscan.startup.mode = \"earliest-offset\"\n\n{sink}",
+            doris.fenodes(),
+            maria.port
+        );
+        let mut first = crate::common::first_reader(dir.path(), &text).await;
+        let mut kinds = Vec::new();
+        let read = async {
+            while kinds.len() < want.len() {
+                if let Some(runtime::Event::Data { batch, .. }) = first.reader.next().await.unwrap() {
+                    kinds.extend((0..batch.num_rows()).map(|r| batch.row_kind(r)));
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read).await.expect("the binlog's rows within a minute");
+        assert_eq!(kinds, want, "{sink}");
+    }
+}
+
 /// `initial`: the snapshot, then inserts, updates, a primary-key change and deletes from the
 /// binlog, while the pipeline runs; TIMESTAMP values the same in both phases; changes made while
 /// it is stopped arrive after it resumes from its checkpoint's binlog position.

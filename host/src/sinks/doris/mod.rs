@@ -248,6 +248,11 @@ impl SinkConfig for DorisSink {
         Ok(reach)
     }
 
+    /// As deletes, only with `enable_delete` and `ignore.update_before = false`.
+    fn writes_update_before(&self) -> bool {
+        self.enable_delete && !self.ignore.update_before
+    }
+
     fn letter_store(&self) -> Option<crate::pipeline::LetterStore<'_>> {
         Some(crate::pipeline::LetterStore::Doris {
             table: self.table.as_deref(),

@@ -76,6 +76,10 @@ pub(crate) struct Scope {
     /// `server_time_zone`: where instants (MySQL TIMESTAMP, PostgreSQL TIMESTAMPTZ) are shown
     /// (none: UTC).
     pub zone: Option<chrono_tz::Tz>,
+    /// Whether the row before an update is read: something after the source uses it (a
+    /// transform, a sink that writes it). Otherwise an update that keeps its key is read as its
+    /// row after alone, as Flink drops `UPDATE_BEFORE` for a sink that does not take it.
+    pub update_before: bool,
 }
 
 impl Scope {
@@ -92,7 +96,8 @@ impl Scope {
         let (include, exclude) = tables.compile()?;
         let chunk_keys = tables.chunk_keys()?;
         let namespaces = pattern.then(|| crate::sources::regex("source.database", namespace)).transpose()?;
-        Ok(Scope { namespace: namespace.to_string(), namespaces, include, exclude, chunk_keys, binary, zone })
+        let namespace = namespace.to_string();
+        Ok(Scope { namespace, namespaces, include, exclude, chunk_keys, binary, zone, update_before: true })
     }
 
     /// The column `chunk_key_column` chooses to cut table `id` (`namespace.name`) into snapshot
@@ -583,7 +588,7 @@ macro_rules! cdc_source {
                 let key = format!("connections.{}", self.connection);
                 let password = server.password(&key)?;
                 let zone = crate::sources::time_zone(server.server_time_zone.as_deref(), &key)?;
-                let scope = crate::sources::cdc::Scope::new(
+                let mut scope = crate::sources::cdc::Scope::new(
                     self.namespace(),
                     Self::NAMESPACE_PATTERN,
                     &self.patterns(),
@@ -591,6 +596,7 @@ macro_rules! cdc_source {
                     zone,
                 )
                 .map_err(|(_, m)| anyhow::anyhow!(m))?;
+                scope.update_before = ctx.update_before;
                 let mode = self.scan.startup.mode.unless_schema_only(self.schema_only);
                 let scope = std::sync::Arc::new(scope);
                 let progress = std::sync::Arc::new(crate::sources::cdc::progress::Progress::new(name));

@@ -243,14 +243,17 @@ impl Follower {
                 (None, Some(a)) => push(RowKind::Insert, text(&a)?)?,
                 (Some(b), None) => push(RowKind::Delete, text(&b)?)?,
                 (Some(b), Some(a)) => {
-                    let (b, a) = (text(&b)?, text(&a)?);
                     // A changed primary key is a delete of the old key and an insert of the new.
-                    if key.iter().any(|&k| b[k] != a[k]) {
-                        push(RowKind::Delete, b)?;
-                        push(RowKind::Insert, a)?;
+                    let moved = key.iter().any(|&k| b.as_ref(k) != a.as_ref(k));
+                    if moved {
+                        push(RowKind::Delete, text(&b)?)?;
+                        push(RowKind::Insert, text(&a)?)?;
+                    } else if scope.update_before {
+                        push(RowKind::UpdateBefore, text(&b)?)?;
+                        push(RowKind::UpdateAfter, text(&a)?)?;
                     } else {
-                        push(RowKind::UpdateBefore, b)?;
-                        push(RowKind::UpdateAfter, a)?;
+                        // Nothing after the source uses the row before: it is not decoded.
+                        push(RowKind::UpdateAfter, text(&a)?)?;
                     }
                 }
                 (None, None) => {}

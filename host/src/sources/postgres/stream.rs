@@ -311,7 +311,9 @@ impl Follower {
                         self.push(t, RowKind::Insert, after)?;
                     }
                     Some(b) if table.replica_identity() == 'f' => {
-                        self.push(t, RowKind::UpdateBefore, b)?;
+                        if self.scope.update_before {
+                            self.push(t, RowKind::UpdateBefore, b)?;
+                        }
                         self.push(t, RowKind::UpdateAfter, after)?;
                     }
                     _ if key.is_empty() => anyhow::bail!("{}", no_identity(table)),
